@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that podshim's build, tests, VM rig and packaging need.
+# Idempotent: packages already present are skipped, so a second run costs one dpkg query.
+set -euo pipefail
+
+pkgs=(
+  # build
+  meson ninja-build pkg-config g++ clang libclang-rt-14-dev
+  libsystemd-dev libseccomp-dev libcap-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libfmt-dev libprotobuf-dev protobuf-compiler
+  libyaml-cpp-dev libselinux1-dev libmicrohttpd-dev libexpected-dev
+  # tests and tools
+  curl python3 selinux-utils attr
+  # real-kernel VM rig
+  qemu-system-x86 busybox-static cpio
+  # OCI runtimes for the hook tests (inside the VM, from the host root)
+  crun runc
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-o DPkg::Lock::Timeout=300 -y --no-install-recommends)
+apt-get -o DPkg::Lock::Timeout=300 update -qq
+apt-get "${apt_opts[@]}" install "${missing[@]}" >/dev/null
+echo "install-deps: installed ${missing[*]}"
