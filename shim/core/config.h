@@ -1,0 +1,98 @@
+// /etc/podshim/config.yaml: podshimd's configuration. Every key and default is
+// documented in docs/config.md (and docs/config.yaml.example). Unknown keys
+// are errors naming the key, so a typo never silently falls back to a default.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/log.h"
+#include "base/result.h"
+#include "shim/core/cgroup_types.h"
+
+namespace podshim::core {
+
+inline constexpr std::string_view kDefaultConfigPath = "/etc/podshim/config.yaml";
+inline constexpr std::string_view kDefaultSocketPath = "/run/podshim/podshim.sock";
+
+// One access rule for the status socket: requests whose method is in
+// `methods` and whose path matches `path` (fnmatch glob, "*" spans "/") are
+// allowed for peers whose uid is in `uids` or who are members (primary or
+// supplementary, from SO_PEERCRED/SO_PEERGROUPS) of a group in `groups`.
+// The first rule whose method and path match decides; no match → 403.
+// The group names "@socket" and "@admin" stand for socket.group and
+// socket.admin_group.
+struct AccessRule {
+  std::string path = "*";
+  std::vector<std::string> methods;
+  std::vector<uid_t> uids;
+  std::vector<std::string> groups;
+};
+
+// The built-in rules: GET/HEAD for root, @socket and @admin; POST/PUT/DELETE
+// for root and @admin.
+std::vector<AccessRule> default_access_rules();
+
+struct Config {
+  log::Level log_level = log::Level::Info;
+
+  // socket:
+  std::string socket_path = std::string(kDefaultSocketPath);
+  std::string socket_group;  // empty: the socket keeps root's group
+  mode_t socket_mode = 0660;
+  std::string admin_group;   // empty: writes are root-only
+  std::vector<AccessRule> access = default_access_rules();
+
+  // http:
+  std::chrono::seconds http_timeout{10};  // idle/slow client cut-off
+  size_t max_body_bytes = 1 << 20;
+  unsigned max_connections = 256;
+
+  std::string state_dir = "/var/lib/podshim";
+
+  // cgroup:
+  std::string cgroup_root = "/sys/fs/cgroup";
+  cgroup::DriverKind cgroup_driver = cgroup::DriverKind::Auto;
+  cgroup::WeightFormula weight_formula = cgroup::WeightFormula::Quadratic;
+  std::chrono::milliseconds shrink_timeout{1000};
+  uint64_t shrink_headroom_bytes = 0;
+
+  // node: unset → the machine's (online CPUs, MemTotal)
+  std::optional<int64_t> allocatable_cpu_milli;
+  std::optional<int64_t> allocatable_memory_bytes;
+
+  // nri:
+  bool nri_enabled = true;
+  std::string nri_socket = "/var/run/nri/nri.sock";
+  std::string nri_plugin_name = "podshim";
+  std::string nri_plugin_index = "10";
+
+  // cdi:
+  std::vector<std::string> cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+
+  // selinux:
+  std::string selinux_file_type = "container_file_t";
+
+  // hook:
+  bool hook_strict = false;
+  std::chrono::milliseconds hook_timeout{2000};
+};
+
+// Parses YAML text; `source` names it in errors ("config.yaml: unknown key
+// 'socket.grop'").
+Result<Config> parse_config(std::string_view yaml, std::string_view source);
+
+// Loads a file. A missing file yields the defaults when `must_exist` is false
+// (the packaged default path), an error otherwise (an explicit --config).
+Result<Config> load_config(const std::string& path, bool must_exist);
+
+std::string_view to_string(cgroup::DriverKind d);
+std::string_view to_string(cgroup::WeightFormula f);
+
+}  // namespace podshim::core

@@ -1,0 +1,24 @@
+// JSON forms of the model, shared by persistence, the status socket and
+// podshimctl. Field names are camelCase like the Kubernetes API; quantities
+// are plain integers in explicit units (cpuRequestMilli, memoryLimitBytes),
+// absent when unset — "unset" is never 0.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "shim/core/state.h"
+
+namespace podshim::core {
+
+nlohmann::json to_json(const K8sResources& r);
+nlohmann::json to_json(const Pod& p);
+nlohmann::json to_json(const Container& c);
+nlohmann::json to_json(const Event& e);
+
+// Parsers for the persisted form; errors name the offending field.
+Result<K8sResources> resources_from_json(const nlohmann::json& j);
+Result<Pod> pod_from_json(const nlohmann::json& j);
+Result<Container> container_from_json(const nlohmann::json& j);
+
+}  // namespace podshim::core

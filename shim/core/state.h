@@ -1,0 +1,210 @@
+// podshimd's model: the pods and containers it knows, what was asked of each
+// (desired), what podshim accepted (allocated) and what the kernel holds
+// (actual), and where each resize stands — in the kubelet's own terms
+// (KEP-1287 §Resource States and §Resize Status).
+//
+// The Store is the single source of truth inside podshimd. Every mutation is
+// persisted before it becomes visible, gets a sequence number, and is handed to
+// subscribers (the /v1/watch stream, metrics) in that order.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "shim/core/cgroup_types.h"
+
+namespace podshim::core {
+
+using cgroup::K8sResources;
+
+// Kubernetes QoS classes (pkg/apis/core/v1/helper/qos).
+enum class QosClass { BestEffort, Burstable, Guaranteed };
+std::string_view to_string(QosClass q);
+Result<QosClass> parse_qos(std::string_view s);
+
+// Container resizePolicy restartPolicy values; only these two exist in the
+// API (PreferNoRestart was reverted, KEP-1287 history 2025-09-22).
+enum class ResizePolicy { NotRequired, RestartContainer };
+std::string_view to_string(ResizePolicy p);
+Result<ResizePolicy> parse_resize_policy(std::string_view s);
+
+// Where a container became known to podshimd.
+enum class Source { Nri, Hook, Api };
+std::string_view to_string(Source s);
+Result<Source> parse_source(std::string_view s);
+
+// Condition types and reasons, spelled as the kubelet spells them.
+inline constexpr std::string_view kPodResizePending = "PodResizePending";
+inline constexpr std::string_view kPodResizeInProgress = "PodResizeInProgress";
+inline constexpr std::string_view kReasonDeferred = "Deferred";
+inline constexpr std::string_view kReasonInfeasible = "Infeasible";
+inline constexpr std::string_view kReasonError = "Error";
+
+// One pod condition; its status is always "True" while present and it is
+// removed when the resize is done (KEP-1287 §Resize Status).
+struct Condition {
+  std::string reason;   // Deferred|Infeasible for Pending; ""|Error for InProgress
+  std::string message;
+  int64_t observed_generation = 0;
+  int64_t last_transition_unix_ms = 0;
+};
+
+struct ResizeConditions {
+  std::optional<Condition> pending;      // PodResizePending
+  std::optional<Condition> in_progress;  // PodResizeInProgress
+  bool empty() const { return !pending && !in_progress; }
+};
+
+// A CDI device injected into a container: its fully qualified name and the
+// device nodes it brought.
+struct InjectedDevice {
+  std::string cdi_name;
+  std::vector<std::string> node_paths;
+};
+
+// What the kernel holds for a cgroup, read back after a resize.
+struct ActualResources {
+  K8sResources resources;  // cpu request/limit, memory limit (request unknowable)
+  uint64_t memory_current = 0;
+  uint64_t oom_kill = 0;
+  int64_t read_unix_ms = 0;
+};
+
+struct Pod {
+  std::string uid;
+  std::string sandbox_id;
+  std::string name;
+  std::string namespace_;
+  std::string cgroup_path;  // as the runtime handed it over
+  QosClass qos = QosClass::BestEffort;
+  K8sResources resources;   // pod-level resources (KEP-2837), empty when unset
+  std::optional<ActualResources> actual;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> labels;
+  Source source = Source::Api;
+};
+
+struct Container {
+  std::string id;
+  std::string pod_uid;
+  std::string name;
+  std::string cgroup_path;  // as the runtime handed it over
+  std::string state = "unknown";  // created|running|stopped|unknown
+  pid_t pid = 0;
+  ResizePolicy cpu_policy = ResizePolicy::NotRequired;
+  ResizePolicy memory_policy = ResizePolicy::NotRequired;
+  K8sResources desired;    // spec: what was last asked for
+  K8sResources allocated;  // what podshim accepted
+  std::optional<ActualResources> actual;
+  ResizeConditions conditions;
+  bool restart_required = false;  // a RestartContainer resize awaits a restart
+  int64_t generation = 0;         // bumped by every resize request
+  std::vector<InjectedDevice> devices;
+  std::string selinux_mount_label;
+  std::string last_error;
+  std::map<std::string, std::string> annotations;
+  Source source = Source::Api;
+};
+
+// Ids (container ids, pod uids) become file names and URL path segments:
+// 1..128 of [A-Za-z0-9_.-], not starting with '.'.
+Result<void> validate_id(std::string_view kind, std::string_view id);
+
+// Kubernetes' QoS rules applied to a set of container resources (requests
+// default to limits when only a limit is set, as the apiserver defaults them).
+QosClass compute_qos(const std::vector<K8sResources>& containers);
+
+enum class EventType {
+  PodUpserted,
+  PodRemoved,
+  ContainerUpserted,
+  ContainerRemoved,
+};
+std::string_view to_string(EventType t);
+
+// One change to the model, numbered; `pod`/`container` carry the new state
+// (or the last one for a removal).
+struct Event {
+  uint64_t seq = 0;
+  EventType type = EventType::ContainerUpserted;
+  int64_t time_unix_ms = 0;
+  std::optional<Pod> pod;
+  std::optional<Container> container;
+};
+
+// The model, persisted one JSON file per object under <state_dir>/pods and
+// <state_dir>/containers (atomic, fsynced writes), so a write costs the object
+// and not the whole node. Thread-safe; subscribers are called under the
+// store's lock, in sequence order, and may read the store but must not mutate
+// it from the callback.
+class Store {
+ public:
+  using Subscriber = std::function<void(const Event&)>;
+
+  // Opens (creating it 0700) and loads `state_dir`. A corrupt or unreadable
+  // object file is moved aside to "<name>.corrupt" and reported in
+  // load_warnings(); it never stops the daemon.
+  static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
+  // A store that persists nothing (tests, dry runs).
+  static std::unique_ptr<Store> in_memory();
+
+  const std::vector<std::string>& load_warnings() const { return load_warnings_; }
+
+  Result<void> upsert_pod(Pod pod);
+  // Returns false when there was no such pod (removal is idempotent).
+  Result<bool> remove_pod(std::string_view uid);
+  Result<void> upsert_container(Container c);
+  Result<bool> remove_container(std::string_view id);
+
+  // Applies `fn` to a copy of the container and stores the result;
+  // ENOENT when there is no such container.
+  Result<Container> update_container(std::string_view id,
+                                     const std::function<void(Container&)>& fn);
+  Result<Pod> update_pod(std::string_view uid, const std::function<void(Pod&)>& fn);
+
+  std::optional<Pod> pod(std::string_view uid) const;
+  std::optional<Container> container(std::string_view id) const;
+  std::vector<Pod> pods() const;
+  std::vector<Container> containers() const;
+  std::vector<Container> containers_of(std::string_view pod_uid) const;
+  size_t container_count() const;
+
+  // Sequence number of the last event (0 before any).
+  uint64_t last_seq() const;
+
+  // Registers a subscriber; returns its handle for unsubscribe().
+  uint64_t subscribe(Subscriber fn);
+  void unsubscribe(uint64_t handle);
+
+  ~Store();
+
+ private:
+  Store() = default;
+  Result<void> load();
+  Result<void> persist(std::string_view dir, std::string_view name, const std::string* json);
+  void emit(Event ev);
+
+  mutable std::recursive_mutex mu_;
+  UniqueFd dirfd_;  // invalid for in-memory stores
+  std::map<std::string, Pod, std::less<>> pods_;
+  std::map<std::string, Container, std::less<>> containers_;
+  uint64_t seq_ = 0;
+  uint64_t next_sub_ = 1;
+  std::map<uint64_t, Subscriber> subs_;
+  std::vector<std::string> load_warnings_;
+};
+
+int64_t now_unix_ms();
+
+}  // namespace podshim::core
