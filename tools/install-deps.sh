@@ -11,6 +11,8 @@ pkgs=(
   libyaml-cpp-dev libselinux1-dev libmicrohttpd-dev libexpected-dev
   # tests and tools
   curl python3 selinux-utils attr
+  # CDI differential test and benchmark: the Debian-packaged Go reference (v0.5.2)
+  golang-go golang-github-container-orchestrated-devices-container-device-interface-dev
   # real-kernel VM rig
   qemu-system-x86 busybox-static cpio
   # OCI runtimes for the hook tests (inside the VM, from the host root)
