@@ -1,0 +1,127 @@
+// From merged CDI edits to container changes: device nodes completed from the
+// host, then two back ends.
+//
+// ResolvedEdits is the neutral result (no protobuf here). It maps 1:1 onto an
+// NRI ContainerAdjustment, which podshimd builds from it:
+//   cdi_devices   → AddCDIDevice(name) where the runtime injects CDI itself
+//                   (containerd/nri PR #98), instead of everything below
+//   env           → AddEnv(key, value): "K=V", duplicate keys already merged
+//                   (a later CDI entry replaces an earlier one in place)
+//   devices       → AddDevice(LinuxDevice{path,type,major,minor,fileMode,uid,gid});
+//                   de-duplicated by container path, the later one wins
+//   device_rules  → AddLinuxResourcesDevice / resources.devices allow rules,
+//                   one per b/c node in CDI order (duplicates kept, as upstream)
+//   net_devices   → LinuxNetDevice by host interface name
+//   mounts        → RemoveMount(destination) + AddMount; unique by destination
+//                   (later wins) and stable-sorted by path depth
+//   hooks         → AddHooks per OCI stage
+//   intel_rdt     → LinuxIntelRdt
+//   additional_gids → process additional gids; 0 and duplicates dropped
+// apply_to_oci() is the second back end: the same edits applied to an OCI
+// config.json in upstream v1.x order (env → device nodes → net devices →
+// mounts → hooks → intelRdt → additional gids).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "cdi/spec.h"
+
+namespace podshim::cdi {
+
+// What lstat() says about a host device node.
+struct HostDevice {
+  std::string type;  // "b", "c" or "p"
+  int64_t major = 0;
+  int64_t minor = 0;
+  uint32_t mode = 0;  // permission bits (st_mode & 0777)
+};
+
+// Looks up a host device node; the default lstat()s it (no symlink following,
+// as runc's DeviceFromPath). Tests inject their own.
+using HostLookup = std::function<Result<HostDevice>(const std::string& host_path)>;
+Result<HostDevice> lstat_host_device(const std::string& host_path);
+
+// The container's process.user ids, used as device uid/gid defaults when > 0.
+struct ProcessIds {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct LinuxDevice {
+  std::string path;
+  std::string type;
+  int64_t major = 0;
+  int64_t minor = 0;
+  std::optional<uint32_t> file_mode;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+};
+
+struct DeviceCgroupRule {  // always an allow rule
+  std::string type;
+  int64_t major = 0;
+  int64_t minor = 0;
+  std::string access;  // "rwm" by default; "" for permissions "none"
+};
+
+struct OciMount {
+  std::string destination;
+  std::string source;
+  std::string type;
+  std::vector<std::string> options;
+};
+
+struct OciHook {
+  std::string path;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  std::optional<int64_t> timeout;
+};
+
+struct OciHooks {
+  std::vector<OciHook> prestart, create_runtime, create_container, start_container, poststart,
+      poststop;
+  bool empty() const;
+};
+
+struct ResolvedEdits {
+  std::vector<std::string> cdi_devices;  // the qualified names these edits came from
+  std::vector<std::string> env;
+  std::vector<LinuxDevice> devices;
+  std::vector<DeviceCgroupRule> device_rules;
+  std::vector<NetDevice> net_devices;
+  std::vector<OciMount> mounts;
+  OciHooks hooks;
+  std::optional<IntelRdt> intel_rdt;
+  std::vector<uint32_t> additional_gids;
+};
+
+// Completes device nodes from the host (pkg/cdi fillMissingInfo at v1.x):
+// hostPath defaults to path; a node with a type and a major (or type "p") is
+// taken as given, otherwise the host node is looked up (missing → error; a
+// type different from the declared one → error); major/minor copied when
+// major is 0; fileMode filled from the host when unset; uid/gid default to
+// the process ids when those are > 0. Then normalises the lists as described
+// at the top of this file. Errors name the device path.
+Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
+                                    const HostLookup& lookup = lstat_host_device);
+
+// process.user.uid/gid of an OCI config (0 when absent).
+ProcessIds process_ids_from_oci(const nlohmann::json& config);
+
+// Applies the edits to an OCI config in place. On error the config may be
+// partly edited (as upstream); callers edit a copy when that matters.
+Result<void> apply_to_oci(const ResolvedEdits& edits, nlohmann::json& config);
+
+// Lexical path cleaning like Go's filepath.Clean ("/a//b/../c/" → "/a/c").
+std::string clean_path(std::string_view p);
+
+}  // namespace podshim::cdi

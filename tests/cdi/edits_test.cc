@@ -1,0 +1,250 @@
+// Device completion from the host and the two back ends (neutral edits, OCI).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "cdi/edits.h"
+#include "cdi/registry.h"
+#include "tests/cdi/cdi_test_util.h"
+
+namespace podshim::cdi {
+namespace {
+
+using json = nlohmann::json;
+
+// A fake host: path → device; anything else is missing.
+HostLookup fake_host(std::map<std::string, HostDevice> devs, int* calls = nullptr) {
+  return [devs = std::move(devs), calls](const std::string& p) -> Result<HostDevice> {
+    if (calls) ++*calls;
+    auto it = devs.find(p);
+    if (it == devs.end()) return fail(ENOENT, "stat of host device \"{}\": No such file or directory", p);
+    return it->second;
+  };
+}
+
+DeviceNode node(std::string path, std::string type = "", int64_t major = 0, int64_t minor = 0) {
+  DeviceNode n;
+  n.path = std::move(path);
+  n.type = std::move(type);
+  n.major = major;
+  n.minor = minor;
+  return n;
+}
+
+TEST(CdiEdits, DeviceNodesCompletedFromHost) {
+  auto host = fake_host({{"/dev/gpu0", {"c", 195, 0, 0660}},
+                         {"/dev/sda", {"b", 8, 0, 0640}},
+                         {"/dev/fifo", {"p", 0, 0, 0600}},
+                         {"/host/renamed", {"c", 10, 7, 0600}}});
+  ContainerEdits e;
+  e.device_nodes.push_back(node("/dev/gpu0"));                        // everything from the host
+  e.device_nodes.push_back(node("/dev/sda", "b"));                    // type given, numbers from host
+  e.device_nodes.push_back(node("/dev/fifo"));                        // FIFO: 0:0, no cgroup rule
+  DeviceNode r = node("/dev/inside");
+  r.host_path = "/host/renamed";
+  r.permissions = "none";
+  e.device_nodes.push_back(r);
+  DeviceNode keep = node("/dev/gpu0", "c", 195, 0);                   // fully specified, replaces #1
+  keep.file_mode = 0600;
+  keep.uid = 0;
+  keep.permissions = "rw";
+  e.device_nodes.push_back(keep);
+  auto out = resolve_edits(e, ProcessIds{1000, 1000}, host);
+  ASSERT_TRUE(out) << out.error().message;
+  ASSERT_EQ(out->devices.size(), 4u);
+  const LinuxDevice& sda = out->devices[0];
+  EXPECT_EQ(sda.path, "/dev/sda");
+  EXPECT_EQ(sda.type, "b");
+  EXPECT_EQ(sda.major, 8);
+  EXPECT_EQ(sda.file_mode, 0640u);
+  EXPECT_EQ(sda.uid, 1000u);  // process ids as defaults
+  EXPECT_EQ(out->devices[1].type, "p");
+  EXPECT_EQ(out->devices[1].major, 0);
+  EXPECT_EQ(out->devices[2].path, "/dev/inside");
+  EXPECT_EQ(out->devices[2].major, 10);
+  EXPECT_EQ(out->devices[2].minor, 7);
+  const LinuxDevice& gpu = out->devices[3];  // the later definition, at its position
+  EXPECT_EQ(gpu.file_mode, 0600u);
+  EXPECT_EQ(gpu.uid, 0u);  // explicit 0 kept
+  EXPECT_EQ(gpu.gid, 1000u);
+  // One allow rule per b/c node, in CDI order, duplicates kept.
+  ASSERT_EQ(out->device_rules.size(), 4u);
+  EXPECT_EQ(out->device_rules[0].access, "rwm");
+  EXPECT_EQ(out->device_rules[0].major, 195);
+  EXPECT_EQ(out->device_rules[1].type, "b");
+  EXPECT_EQ(out->device_rules[2].access, "");   // "none"
+  EXPECT_EQ(out->device_rules[3].access, "rw");
+}
+
+TEST(CdiEdits, DeviceNodeErrors) {
+  auto host = fake_host({{"/dev/gpu0", {"c", 195, 0, 0660}}});
+  ContainerEdits missing;
+  missing.device_nodes.push_back(node("/dev/absent"));
+  auto r = resolve_edits(missing, {}, host);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("/dev/absent"), std::string::npos);
+  ContainerEdits mismatch;
+  mismatch.device_nodes.push_back(node("/dev/gpu0", "b"));
+  r = resolve_edits(mismatch, {}, host);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("host type mismatch (declared b, host c)"), std::string::npos)
+      << r.error().message;
+  // Fully specified nodes may be absent on the host (NVIDIA MIG caps).
+  ContainerEdits caps;
+  caps.device_nodes.push_back(node("/dev/nvidia-caps/nvidia-cap21", "c", 237, 21));
+  int calls = 0;
+  r = resolve_edits(caps, {}, fake_host({}, &calls));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r->devices[0].file_mode);
+  EXPECT_EQ(calls, 1);  // looked up for fileMode only, failure ignored
+}
+
+TEST(CdiEdits, RealHostLookup) {
+  auto null = lstat_host_device("/dev/null");
+  ASSERT_TRUE(null) << null.error().message;
+  EXPECT_EQ(null->type, "c");
+  EXPECT_EQ(null->major, 1);
+  EXPECT_EQ(null->minor, 3);
+  testing::TempDir t;
+  ASSERT_EQ(::mkfifo((t.path() + "/f").c_str(), 0640), 0);
+  auto f = lstat_host_device(t.path() + "/f");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->type, "p");
+  EXPECT_EQ(f->mode, 0640u);
+  testing::write_file(t.path() + "/regular", "x");
+  auto reg = lstat_host_device(t.path() + "/regular");
+  ASSERT_FALSE(reg);
+  EXPECT_NE(reg.error().message.find("not a device node"), std::string::npos);
+  ::symlink("/dev/null", (t.path() + "/link").c_str());
+  EXPECT_FALSE(lstat_host_device(t.path() + "/link"));  // lstat: a symlink is not a node
+}
+
+TEST(CdiEdits, NeutralListsAreNormalised) {
+  ContainerEdits e;
+  e.env = {"A=1", "B=2", "A=3"};
+  e.mounts = {Mount{"/h/x", "/usr/lib/x", {"ro"}, ""}, Mount{"/h/y", "/opt", {}, ""},
+              Mount{"/h/z", "/usr/lib/x", {"rw"}, "bind"}, Mount{"/h/w", "/a/b", {}, ""}};
+  e.hooks = {Hook{"createContainer", "/bin/h1", {"h1"}, {}, 5}, Hook{"prestart", "/bin/h0", {}, {}, {}}};
+  e.additional_gids = {0, 44, 44, 45};
+  auto r = resolve_edits(e, {}, fake_host({}));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->env, (std::vector<std::string>{"A=3", "B=2"}));
+  ASSERT_EQ(r->mounts.size(), 3u);
+  EXPECT_EQ(r->mounts[0].destination, "/opt");
+  EXPECT_EQ(r->mounts[1].destination, "/a/b");
+  EXPECT_EQ(r->mounts[2].destination, "/usr/lib/x");
+  EXPECT_EQ(r->mounts[2].source, "/h/z");
+  EXPECT_EQ(r->hooks.create_container.size(), 1u);
+  EXPECT_EQ(r->hooks.prestart.size(), 1u);  // prestart is not converted (upstream)
+  EXPECT_EQ(r->additional_gids, (std::vector<uint32_t>{44, 45}));
+  EXPECT_EQ(clean_path("/a//b/./c/../d/"), "/a/b/d");
+  EXPECT_EQ(clean_path("/../x"), "/x");
+  EXPECT_EQ(clean_path(""), ".");
+}
+
+TEST(CdiEdits, ApplyToOci) {
+  json config = json::parse(R"({
+    "ociVersion": "1.0.2",
+    "process": {"user": {"uid": 0, "gid": 0, "additionalGids": [45]}, "env": ["PATH=/bin", "SHARED=orig", "SHARED=again"]},
+    "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+               {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+               {"destination": "/dev/pts", "type": "devpts", "source": "devpts"},
+               {"destination": "/data", "type": "bind", "source": "/old"}],
+    "linux": {"devices": [{"path": "/dev/gpu0", "type": "c", "major": 1, "minor": 1}],
+              "resources": {"devices": [{"allow": false, "access": "rwm"}]},
+              "namespaces": [{"type": "mount"}]}
+  })");
+  ResolvedEdits e;
+  e.env = {"SHARED=new", "CDI=1"};
+  e.devices = {LinuxDevice{"/dev/gpu0", "c", 195, 0, 0666u, std::nullopt, 44u}};
+  e.device_rules = {DeviceCgroupRule{"c", 195, 0, "rwm"}, DeviceCgroupRule{"b", 8, 0, ""}};
+  e.net_devices = {NetDevice{"eth1", "net0"}};
+  e.mounts = {OciMount{"/data", "/new", "", {"ro", "bind"}}, OciMount{"/usr/lib/x", "/h", "bind", {}}};
+  e.hooks.create_container = {OciHook{"/bin/h", {"h", "x"}, {"K=V"}, 10}};
+  e.hooks.poststop = {OciHook{"/bin/s", {}, {}, std::nullopt}};
+  e.intel_rdt = IntelRdt{"clos1", "L3:0=f", "", std::vector<std::string>{"MB:0=50"}, true};
+  e.additional_gids = {44, 45};
+  ASSERT_TRUE(apply_to_oci(e, config));
+  EXPECT_EQ(config["process"]["env"],
+            json({"PATH=/bin", "SHARED=orig", "SHARED=new", "CDI=1"}));  // the last SHARED replaced
+  EXPECT_EQ(config["linux"]["devices"],
+            json::parse(R"([{"path":"/dev/gpu0","type":"c","major":195,"minor":0,"fileMode":438,"gid":44}])"));
+  EXPECT_EQ(config["linux"]["resources"]["devices"], json::parse(R"([{"allow":false,"access":"rwm"},
+      {"allow":true,"type":"c","major":195,"minor":0,"access":"rwm"},{"allow":true,"type":"b","major":8,"minor":0}])"));
+  EXPECT_EQ(config["linux"]["netDevices"], json::parse(R"({"eth1":{"name":"net0"}})"));
+  std::vector<std::string> dests;
+  for (const auto& m : config["mounts"]) dests.push_back(m["destination"]);
+  // Stable by depth: /proc stays before /dev (v0.5.2 would sort /dev first).
+  EXPECT_EQ(dests, (std::vector<std::string>{"/proc", "/dev", "/data", "/dev/pts", "/usr/lib/x"}));
+  EXPECT_EQ(config["mounts"][2], json::parse(R"({"destination":"/data","source":"/new","options":["ro","bind"]})"));
+  EXPECT_EQ(config["hooks"]["createContainer"],
+            json::parse(R"([{"path":"/bin/h","args":["h","x"],"env":["K=V"],"timeout":10}])"));
+  EXPECT_EQ(config["hooks"]["poststop"], json::parse(R"([{"path":"/bin/s"}])"));
+  EXPECT_EQ(config["linux"]["intelRdt"],
+            json::parse(R"({"closID":"clos1","l3CacheSchema":"L3:0=f","schemata":["MB:0=50"],"enableMonitoring":true})"));
+  EXPECT_EQ(config["process"]["user"]["additionalGids"], json({45, 44}));
+}
+
+TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
+  ResolvedEdits e;
+  e.env = {"A=1"};
+  e.mounts = {OciMount{"/x", "/y", "", {}}};
+  e.devices = {LinuxDevice{"/dev/x", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt}};
+  e.device_rules = {DeviceCgroupRule{"c", 1, 3, "rwm"}};
+  json empty = json::object();
+  ASSERT_TRUE(apply_to_oci(e, empty));
+  EXPECT_EQ(empty["process"]["env"], json({"A=1"}));
+  EXPECT_EQ(empty["linux"]["resources"]["devices"].size(), 1u);
+  json bad = json::parse(R"({"process": {"env": "A=1"}})");
+  auto r = apply_to_oci(e, bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("process.env"), std::string::npos) << r.error().message;
+  json notobj = json::array();
+  EXPECT_FALSE(apply_to_oci(e, notobj));
+}
+
+TEST(CdiEdits, InjectOciEndToEndLeavesConfigAloneOnError) {
+  testing::TempDir t;
+  std::string d = t.sub("d");
+  testing::write_file(d + "/gpu.yaml", R"(cdiVersion: 0.5.0
+kind: vendor.com/gpu
+containerEdits:
+  env: [COMMON=1]
+devices:
+- name: g0
+  containerEdits:
+    deviceNodes:
+    - path: /dev/vendor-null
+      hostPath: /dev/null
+- name: broken
+  containerEdits:
+    deviceNodes:
+    - path: /dev/vendor-absent
+)");
+  RegistryOptions o;
+  o.spec_dirs = {d};
+  o.required_owner = ::getuid();
+  Registry reg(o);
+  reg.refresh();
+  json config = json::parse(R"({"process": {"user": {"uid": 1000, "gid": 1000}}})");
+  ASSERT_TRUE(inject_oci(reg, config, {"vendor.com/gpu=g0"}));
+  EXPECT_EQ(config["process"]["env"], json({"COMMON=1"}));
+  const json& dev = config["linux"]["devices"][0];
+  EXPECT_EQ(dev["path"], "/dev/vendor-null");
+  EXPECT_EQ(dev["major"], 1);
+  EXPECT_EQ(dev["minor"], 3);
+  EXPECT_EQ(dev["uid"], 1000);
+  EXPECT_EQ(dev["gid"], 1000);
+  json before = config;
+  auto r = inject_oci(reg, config, {"vendor.com/gpu=broken"});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("/dev/vendor-absent"), std::string::npos) << r.error().message;
+  EXPECT_EQ(config, before);
+  auto n = resolve_devices(reg, {"vendor.com/gpu=g0", "vendor.com/gpu=g0"}, {}, lstat_host_device);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->cdi_devices, std::vector<std::string>{"vendor.com/gpu=g0"});
+}
+
+}  // namespace
+}  // namespace podshim::cdi
