@@ -1,0 +1,179 @@
+#include "cgroup/convert.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "base/str.h"
+
+namespace podshim::cgroup {
+
+std::string_view formula_name(WeightFormula f) {
+  return f == WeightFormula::Linear ? "linear" : "quadratic";
+}
+
+Result<WeightFormula> parse_formula(std::string_view s) {
+  if (s == "linear") return WeightFormula::Linear;
+  if (s == "quadratic") return WeightFormula::Quadratic;
+  return fail(EINVAL, "unknown cpu weight formula '{}' (expected linear or quadratic)", s);
+}
+
+uint64_t milli_cpu_to_shares(int64_t milli_cpu) {
+  if (milli_cpu <= 0) return kMinShares;
+  // Same integer arithmetic as the kubelet; __int128 keeps huge inputs exact
+  // before the clamp.
+  __int128 shares = static_cast<__int128>(milli_cpu) * kSharesPerCpu / kMilliCpuPerCpu;
+  if (shares < static_cast<__int128>(kMinShares)) return kMinShares;
+  if (shares > static_cast<__int128>(kMaxShares)) return kMaxShares;
+  return static_cast<uint64_t>(shares);
+}
+
+int64_t shares_to_milli_cpu(uint64_t shares) {
+  return static_cast<int64_t>((shares * kMilliCpuPerCpu + kSharesPerCpu - 1) / kSharesPerCpu);
+}
+
+uint64_t shares_to_weight(uint64_t shares, WeightFormula f) {
+  if (f == WeightFormula::Linear) {
+    if (shares == 0) return 0;
+    if (shares < kMinShares) shares = kMinShares;
+    if (shares > kMaxShares) shares = kMaxShares;
+    return 1 + ((shares - 2) * 9999) / 262142;
+  }
+  if (shares == 0) return 0;
+  if (shares <= kMinShares) return kMinWeight;
+  if (shares >= kMaxShares) return kMaxWeight;
+  // The exponent is a parabola in log2(shares) through (2,1), (1024,100) and
+  // (262144,10000) (opencontainers/cgroups ConvertCPUSharesToCgroupV2Value).
+  double l = std::log2(static_cast<double>(shares));
+  double exponent = (l * l + 125 * l) / 612.0 - 7.0 / 34.0;
+  return static_cast<uint64_t>(std::ceil(std::pow(10.0, exponent)));
+}
+
+uint64_t weight_to_shares(uint64_t weight, WeightFormula f) {
+  if (weight <= kMinWeight) return kMinShares;
+  // Both formulas are non-decreasing in shares: binary-search the smallest
+  // shares value reaching `weight`.
+  uint64_t lo = kMinShares, hi = kMaxShares;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (shares_to_weight(mid, f) >= weight)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+uint64_t milli_cpu_to_weight(int64_t milli_cpu, WeightFormula f) {
+  return shares_to_weight(milli_cpu_to_shares(milli_cpu), f);
+}
+
+int64_t weight_to_milli_cpu(uint64_t weight, WeightFormula f) {
+  return shares_to_milli_cpu(weight_to_shares(weight, f));
+}
+
+uint64_t milli_cpu_to_quota_us(int64_t milli_cpu, uint64_t period_us) {
+  if (milli_cpu <= 0) return 0;
+  __int128 quota = static_cast<__int128>(milli_cpu) * period_us / kMilliCpuPerCpu;
+  if (quota < static_cast<__int128>(kMinQuotaPeriodUs)) return kMinQuotaPeriodUs;
+  if (quota > static_cast<__int128>(INT64_MAX)) return INT64_MAX;
+  return static_cast<uint64_t>(quota);
+}
+
+uint64_t systemd_round_quota_us(uint64_t quota_us, uint64_t period_us) {
+  if (period_us == 0) period_us = kQuotaPeriodUs;
+  unsigned __int128 per_sec = static_cast<unsigned __int128>(quota_us) * 1000000 / period_us;
+  if (per_sec % kSystemdQuotaGranularityUs != 0)
+    per_sec = (per_sec / kSystemdQuotaGranularityUs + 1) * kSystemdQuotaGranularityUs;
+  return static_cast<uint64_t>(per_sec * period_us / 1000000);
+}
+
+int64_t quota_us_to_milli_cpu(uint64_t quota_us, uint64_t period_us) {
+  if (period_us == 0) period_us = kQuotaPeriodUs;
+  // Ceil so that milli→quota→milli→quota is stable for any period; for the
+  // default period quota is a multiple of 100 and this equals the kubelet's
+  // floor(quota*1000/period).
+  unsigned __int128 m = (static_cast<unsigned __int128>(quota_us) * kMilliCpuPerCpu + period_us - 1) /
+                        period_us;
+  return static_cast<int64_t>(m);
+}
+
+std::string cpu_max_value(std::optional<int64_t> limit_milli, bool systemd_rounding,
+                          uint64_t period_us) {
+  // libcontainer fs2 setCPU writes "max" for no quota, always with the period.
+  if (!limit_milli || *limit_milli <= 0) return fmt::format("max {}", period_us);
+  uint64_t quota = milli_cpu_to_quota_us(*limit_milli, period_us);
+  if (systemd_rounding) quota = systemd_round_quota_us(quota, period_us);
+  return fmt::format("{} {}", quota, period_us);
+}
+
+Result<CpuMax> parse_cpu_max(std::string_view s) {
+  auto fields = str::split(str::trim(s), ' ');
+  if (fields.empty() || fields.size() > 2 || fields[0].empty())
+    return fail(EINVAL, "invalid cpu.max value '{}'", s);
+  CpuMax out;
+  if (fields[0] != "max") {
+    auto q = str::parse_u64(fields[0]);
+    if (!q) return fail(EINVAL, "invalid cpu.max quota in '{}'", s);
+    out.quota_us = *q;
+  }
+  if (fields.size() == 2) {
+    auto p = str::parse_u64(fields[1]);
+    if (!p || *p == 0) return fail(EINVAL, "invalid cpu.max period in '{}'", s);
+    out.period_us = *p;
+  }
+  return out;
+}
+
+std::string memory_max_value(std::optional<int64_t> limit_bytes) {
+  if (!limit_bytes || *limit_bytes <= 0) return "max";
+  return std::to_string(*limit_bytes);
+}
+
+Result<std::optional<uint64_t>> parse_memory_max(std::string_view s) {
+  std::string_view t = str::trim(s);
+  if (t == "max") return std::optional<uint64_t>();
+  auto v = str::parse_u64(t);
+  if (!v) return fail(EINVAL, "invalid memory limit value '{}'", s);
+  return std::optional<uint64_t>(*v);
+}
+
+uint64_t page_size() {
+  static const uint64_t ps = [] {
+    long v = ::sysconf(_SC_PAGESIZE);
+    return v > 0 ? static_cast<uint64_t>(v) : 4096;
+  }();
+  return ps;
+}
+
+uint64_t page_round_down(uint64_t bytes) { return bytes / page_size() * page_size(); }
+
+K8sResources from_linux_resources(const LinuxResourceValues& v, const K8sResources& current) {
+  K8sResources out = current;
+  if (v.cpu_shares > 0) out.cpu_request_milli = shares_to_milli_cpu(v.cpu_shares);
+  if (v.cpu_quota > 0) {
+    out.cpu_limit_milli = quota_us_to_milli_cpu(static_cast<uint64_t>(v.cpu_quota),
+                                                v.cpu_period ? v.cpu_period : kQuotaPeriodUs);
+  } else if (v.cpu_quota < 0) {
+    out.cpu_limit_milli.reset();
+  }
+  if (v.memory_limit > 0)
+    out.memory_limit_bytes = v.memory_limit;
+  else if (v.memory_limit < 0)
+    out.memory_limit_bytes.reset();
+  return out;
+}
+
+LinuxResourceValues to_linux_resources(const K8sResources& r) {
+  LinuxResourceValues out;
+  std::optional<int64_t> shares_from = r.cpu_request_milli ? r.cpu_request_milli : r.cpu_limit_milli;
+  out.cpu_shares = milli_cpu_to_shares(shares_from.value_or(0));
+  out.cpu_period = kQuotaPeriodUs;
+  out.cpu_quota = r.cpu_limit_milli && *r.cpu_limit_milli > 0
+                      ? static_cast<int64_t>(milli_cpu_to_quota_us(*r.cpu_limit_milli))
+                      : -1;
+  out.memory_limit = r.memory_limit_bytes && *r.memory_limit_bytes > 0 ? *r.memory_limit_bytes : -1;
+  return out;
+}
+
+}  // namespace podshim::cgroup

@@ -1,0 +1,117 @@
+// Kubernetes resources ↔ cgroup v2 attribute values, as pure functions with
+// named constants (after pkg/kubelet/cm/helpers_linux.go).
+//
+// Container cpu.weight depends on which runtime converts cpu shares: runc and
+// crun changed their formula in 2025 (runc#4772, crun#1721), so podshim names
+// both and lets configuration pick the one it writes and expects.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace podshim::cgroup {
+
+// How cgroup v1 cpu shares become a cgroup v2 cpu.weight.
+enum class WeightFormula {
+  // 1 + ((shares-2)*9999)/262142: runc < 1.3.2, crun < 1.23, and the kubelet
+  // itself for pod/QoS cgroups. 1024 shares (1 CPU) → 39.
+  Linear,
+  // ceil(10^((l²+125l)/612 - 7/34)), l = log2(shares): runc ≥ 1.3.2 / 1.4.0
+  // (opencontainers/cgroups#20), crun ≥ 1.23. 1024 shares → 100, the
+  // cgroup v2 default, so "one CPU" weighs what an unconfigured cgroup does.
+  Quadratic,
+};
+
+// What Kubernetes wants for one cgroup; nullopt = unset (cpu request: no
+// cpu.weight change, or follow the limit; cpu limit: "max" quota; memory
+// limit: "max"). memory_request_bytes is carried for MemoryQoS callers.
+struct K8sResources {
+  std::optional<int64_t> cpu_request_milli, cpu_limit_milli;
+  std::optional<int64_t> memory_request_bytes, memory_limit_bytes;
+  bool operator==(const K8sResources&) const = default;
+};
+
+inline constexpr int64_t kMilliCpuPerCpu = 1000;
+inline constexpr uint64_t kSharesPerCpu = 1024;
+inline constexpr uint64_t kMinShares = 2;       // kubelet MinShares
+inline constexpr uint64_t kMaxShares = 262144;  // kubelet MaxShares
+inline constexpr uint64_t kMinWeight = 1;       // cgroup v2 cpu.weight range
+inline constexpr uint64_t kMaxWeight = 10000;
+inline constexpr uint64_t kQuotaPeriodUs = 100000;   // kubelet QuotaPeriod, kernel default
+inline constexpr uint64_t kMinQuotaPeriodUs = 1000;  // kubelet MinQuotaPeriod; kernel EINVAL below
+// systemd's CPUQuotaPerSecUSec granularity: runc and crun round the quota up
+// to whole 10 ms per second (runc#4622).
+inline constexpr uint64_t kSystemdQuotaGranularityUs = 10000;
+
+std::string_view formula_name(WeightFormula f);
+Result<WeightFormula> parse_formula(std::string_view s);  // "linear" | "quadratic"
+
+// MilliCPUToShares: 0 → 2; m*1024/1000 clamped to [2, 262144].
+uint64_t milli_cpu_to_shares(int64_t milli_cpu);
+// The kubelet's read-back of shares: ceil(shares*1000/1024).
+int64_t shares_to_milli_cpu(uint64_t shares);
+
+// shares → cpu.weight under the given formula (result in [1, 10000]; 0 → 0
+// for the quadratic formula as runc does, i.e. "unset").
+uint64_t shares_to_weight(uint64_t shares, WeightFormula f);
+// The smallest shares value whose weight is ≥ `weight` (exact inverse on the
+// formula's image).
+uint64_t weight_to_shares(uint64_t weight, WeightFormula f);
+
+// milliCPU → cpu.weight (through shares, as runtimes do).
+uint64_t milli_cpu_to_weight(int64_t milli_cpu, WeightFormula f);
+// cpu.weight → the smallest milliCPU request that produces that weight, so a
+// read-back value re-applied writes the same cpu.weight again.
+int64_t weight_to_milli_cpu(uint64_t weight, WeightFormula f);
+
+// MilliCPUToQuota: m*period/1000, at least 1000 µs.
+uint64_t milli_cpu_to_quota_us(int64_t milli_cpu, uint64_t period_us = kQuotaPeriodUs);
+// runc's systemd rounding: the quota per second rounded up to 10 ms, converted
+// back to the period (opencontainers/cgroups#4, the runc#4622 fix).
+uint64_t systemd_round_quota_us(uint64_t quota_us, uint64_t period_us = kQuotaPeriodUs);
+// quota → the smallest milliCPU limit that produces it (kubelet: quota*1000/period).
+int64_t quota_us_to_milli_cpu(uint64_t quota_us, uint64_t period_us = kQuotaPeriodUs);
+
+// The cpu.max string: "max 100000" when unset, "<quota> <period>" otherwise.
+std::string cpu_max_value(std::optional<int64_t> limit_milli, bool systemd_rounding = false,
+                          uint64_t period_us = kQuotaPeriodUs);
+struct CpuMax {
+  std::optional<uint64_t> quota_us;  // nullopt = "max"
+  uint64_t period_us = kQuotaPeriodUs;
+};
+// Parses "max 100000", "50000 100000" or a bare "max"/"50000" (period default).
+Result<CpuMax> parse_cpu_max(std::string_view s);
+
+// The memory.max string: "max" when unset, the byte count otherwise.
+std::string memory_max_value(std::optional<int64_t> limit_bytes);
+// Parses memory.max/memory.high ("max" → nullopt).
+Result<std::optional<uint64_t>> parse_memory_max(std::string_view s);
+// The kernel stores memory limits in pages (page_counter_memparse rounds
+// down), so this is what memory.max reads back after writing `bytes`.
+uint64_t page_round_down(uint64_t bytes);
+uint64_t page_size();
+
+// ---- OCI / NRI LinuxResources (facts §9: a CRI update that sets only memory
+// reaches NRI with the cpu fields present but zero, so 0 means "unchanged").
+struct LinuxResourceValues {
+  uint64_t cpu_shares = 0;
+  int64_t cpu_quota = 0;     // < 0: unlimited ("max")
+  uint64_t cpu_period = 0;   // 0: kQuotaPeriodUs
+  int64_t memory_limit = 0;  // < 0: unlimited ("max")
+};
+
+
+// Applies NRI/OCI values on top of `current`: zero fields leave the current
+// value, negative limits mean unlimited. shares → request milliCPU and quota →
+// limit milliCPU as the kubelet reads them back.
+K8sResources from_linux_resources(const LinuxResourceValues& v, const K8sResources& current);
+// K8s values → OCI values as the kubelet would send them: shares from the
+// request (or the limit when the request is unset), quota with period 100000,
+// unset limits as -1 (runc writes "max" for a negative limit).
+LinuxResourceValues to_linux_resources(const K8sResources& r);
+
+}  // namespace podshim::cgroup

@@ -1,0 +1,120 @@
+// The cgroup v2 resize engine: the facade podshimd calls.
+//
+// resize() reads what the kernel holds, plans the changes in the kubelet's
+// order (plan.h), applies them through the cgroupfs or systemd driver, shrinks
+// memory without OOM kills (memory.reclaim + a memory.high clamp, refusing
+// with the kubelet's "memory limit (N) below current usage (M)" when usage
+// cannot fall below the new limit — kubernetes#135670), and rolls back in
+// reverse on any failure. Clamps and plans are journaled under state_dir so
+// recover() can repair them after a crash.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "cgroup/convert.h"
+#include "cgroup/path.h"
+#include "cgroup/unit_manager.h"
+
+namespace podshim::cgroup {
+
+// One cgroup to resize: the path exactly as the runtime gave it (cgroupfs
+// "/kubepods/..." or systemd "slice:prefix:name" / "x.slice"), an id for logs
+// and locks, and the desired resources.
+struct ResizeTarget {
+  std::string id;
+  std::string cgroup_path;
+  K8sResources desired;
+};
+
+struct PodResizeRequest {
+  std::optional<ResizeTarget> pod;
+  std::vector<ResizeTarget> containers;
+};
+
+struct StepReport {
+  std::string id;
+  std::string file;
+  std::string before, after;
+};
+
+struct EngineOptions {
+  std::string cgroup_root = "/sys/fs/cgroup";
+  DriverKind driver = DriverKind::Auto;
+  // Formula for container cgroups (what the runtime writes for shares).
+  WeightFormula formula = WeightFormula::Quadratic;
+  // Formula for pod cgroups: the kubelet converts pod weights itself with the
+  // linear formula (cgroup_manager_linux.go getCPUWeight, still in 1.35), so
+  // podshim matches it there lest the kubelet and podshim fight over the value.
+  WeightFormula pod_formula = WeightFormula::Linear;
+  std::string state_dir = "/var/lib/podshim";  // journal for clamps/plans
+  std::chrono::milliseconds shrink_timeout{1000};  // well under NRI's 2 s
+  uint64_t shrink_headroom_bytes = 0;
+  std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
+
+  // Test seams. before_write runs before every attribute write (including
+  // rollback writes); an error fails that write. after_step runs after each
+  // planned step has been applied.
+  std::function<Result<void>(const std::string& id, const std::string& file,
+                             const std::string& value)> before_write;
+  std::function<void(const std::vector<StepReport>& step)> after_step;
+};
+
+// Read back from the kernel, in Kubernetes units.
+struct Actual {
+  std::optional<int64_t> cpu_request_milli, cpu_limit_milli, memory_limit_bytes;
+  uint64_t memory_current = 0, anon = 0, file = 0, shmem = 0;
+  uint64_t oom = 0, oom_kill = 0, events_max = 0, events_high = 0;
+  std::string cpu_weight_raw, cpu_max_raw, memory_max_raw;
+};
+
+struct ResizeReport {
+  std::vector<StepReport> steps;  // every attribute written, in order
+  uint64_t bytes_reclaimed = 0;
+};
+
+// The attribute values podshim writes for `r` (what `podshimctl
+// cgroup-values` prints). cpu_weight is nullopt when neither request nor limit
+// is set; it follows the limit when only the limit is set, as the kubelet does.
+struct AttrValues {
+  std::optional<std::string> cpu_weight;
+  std::string cpu_max, memory_max;
+};
+AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_rounding = false);
+
+// Why a memory shrink was refused, parsed back from the error message.
+struct ShrinkRefusal {
+  uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;
+};
+bool is_shrink_refused(const Error& e);
+std::optional<ShrinkRefusal> parse_shrink_refusal(const Error& e);
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(EngineOptions opts);
+  ~Engine();
+
+  // Plans and executes with shrink safety and rollback. Resizes of the same
+  // cgroup never interleave.
+  Result<ResizeReport> resize(const PodResizeRequest& req);
+  // Kernel values of one cgroup; cpu request via the container formula.
+  Result<Actual> read_actual(const std::string& cgroup_path);
+  Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
+  // Repairs state left by a crash: restores memory.high clamps and rolls back
+  // journaled plans that did not finish.
+  Result<void> recover();
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace podshim::cgroup

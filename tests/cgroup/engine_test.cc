@@ -1,0 +1,381 @@
+#include "cgroup/engine.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/cgroup/fake_tree.h"
+
+namespace podshim::cgroup {
+namespace {
+
+using testing::FakeTree;
+
+constexpr int64_t kMi = 1 << 20;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  // Plain files keep a stale tail after a shorter write (kernel attributes do
+  // not), so the fake truncates each file before podshim writes it.
+  EngineOptions options() {
+    EngineOptions o;
+    o.cgroup_root = tree.cg_root();
+    o.state_dir = tree.state();
+    o.shrink_timeout = std::chrono::milliseconds(30);
+    o.before_write = [this](const std::string& id, const std::string& file,
+                            const std::string& value) -> Result<void> {
+      std::lock_guard<std::mutex> l(mu);
+      writes.push_back(id + ":" + file + "=" + value);
+      if (hook) hook(id, file, value);
+      if (fail_on && *fail_on == id + ":" + file) return fail(EIO, "injected failure");
+      if (fail_all) return fail(EIO, "injected failure (all)");
+      auto it = paths.find(id);
+      if (it != paths.end()) ::truncate((tree.cg_root() + "/" + it->second + "/" + file).c_str(), 0);
+      return {};
+    };
+    return o;
+  }
+  std::unique_ptr<Engine> engine(EngineOptions o) {
+    auto e = Engine::create(std::move(o));
+    EXPECT_TRUE(e) << e.error().message;
+    return std::move(*e);
+  }
+  ResizeTarget target(const std::string& id, const std::string& rel, K8sResources r) {
+    paths[id] = rel;
+    return ResizeTarget{id, "/" + rel, r};
+  }
+
+  FakeTree tree;
+  std::mutex mu;
+  std::vector<std::string> writes;
+  std::map<std::string, std::string> paths;
+  std::optional<std::string> fail_on;
+  bool fail_all = false;
+  std::function<void(const std::string&, const std::string&, const std::string&)> hook;
+};
+
+TEST_F(EngineTest, AppliesAndReadsBack) {
+  tree.add("kubepods/pod1/c1", "max", "max 100000", "100", 10 * kMi);
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/pod1/c1", {250, 500, std::nullopt, 256 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/pod1/c1", "cpu.weight"), "35");  // quadratic: 256 shares, ceil(10^1.5327)
+  EXPECT_EQ(tree.get("kubepods/pod1/c1", "cpu.max"), "50000 100000");
+  EXPECT_EQ(tree.get("kubepods/pod1/c1", "memory.max"), std::to_string(256 * kMi));
+  ASSERT_EQ(r->steps.size(), 3u);
+  EXPECT_EQ(r->steps[0].file, "memory.max");
+  EXPECT_EQ(r->steps[0].before, "max");
+
+  auto a = e->read_actual("/kubepods/pod1/c1");
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->cpu_limit_milli, 500);
+  EXPECT_EQ(a->memory_limit_bytes, 256 * kMi);
+  ASSERT_TRUE(a->cpu_request_milli);
+  EXPECT_EQ(milli_cpu_to_weight(*a->cpu_request_milli, WeightFormula::Quadratic), 35u);
+  EXPECT_EQ(a->memory_current, static_cast<uint64_t>(10 * kMi));
+
+  // Re-running the same resize writes nothing.
+  writes.clear();
+  auto again = e->resize(req);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->steps.empty());
+  EXPECT_TRUE(writes.empty());
+  // No journal is left behind.
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, LinearFormulaFromConfig) {
+  tree.add("kubepods/c1");
+  auto o = options();
+  o.formula = WeightFormula::Linear;
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {1000, std::nullopt, std::nullopt, std::nullopt}));
+  ASSERT_TRUE(e->resize(req));
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.weight"), "39");
+}
+
+TEST_F(EngineTest, RollbackInReverseWhenAWriteFailsMidway) {
+  tree.add("kubepods/pod1", std::to_string(400 * kMi), "200000 100000", "79");
+  tree.add("kubepods/pod1/a", std::to_string(200 * kMi), "100000 100000", "100");
+  tree.add("kubepods/pod1/b", std::to_string(200 * kMi), "100000 100000", "100");
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.pod = target("pod", "kubepods/pod1", {std::nullopt, 4000, std::nullopt, 800 * kMi});
+  req.containers.push_back(target("a", "kubepods/pod1/a", {1000, 2000, std::nullopt, 400 * kMi}));
+  req.containers.push_back(target("b", "kubepods/pod1/b", {1000, 2000, std::nullopt, 400 * kMi}));
+  fail_on = "b:cpu.max";
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("injected failure"), std::string::npos) << r.error().message;
+  // Everything is back where it was.
+  EXPECT_EQ(tree.get("kubepods/pod1", "memory.max"), std::to_string(400 * kMi));
+  EXPECT_EQ(tree.get("kubepods/pod1", "cpu.max"), "200000 100000");
+  EXPECT_EQ(tree.get("kubepods/pod1/a", "memory.max"), std::to_string(200 * kMi));
+  EXPECT_EQ(tree.get("kubepods/pod1/a", "cpu.max"), "100000 100000");
+  EXPECT_EQ(tree.get("kubepods/pod1/a", "cpu.weight"), "100");
+  EXPECT_EQ(tree.get("kubepods/pod1/b", "memory.max"), std::to_string(200 * kMi));
+  EXPECT_EQ(tree.get("kubepods/pod1/b", "cpu.weight"), "100");
+  // The undo writes came in reverse order of the forward writes.
+  std::vector<std::string> expect_tail{
+      "b:cpu.max=200000 100000",  // the failed write itself
+      "a:cpu.max=100000 100000", "pod:cpu.weight=79", "pod:cpu.max=200000 100000",
+      "b:memory.max=" + std::to_string(200 * kMi), "a:memory.max=" + std::to_string(200 * kMi),
+      "pod:memory.max=" + std::to_string(400 * kMi)};
+  ASSERT_GE(writes.size(), expect_tail.size());
+  std::vector<std::string> tail(writes.end() - expect_tail.size(), writes.end());
+  EXPECT_EQ(tail, expect_tail);
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, RollbackWhenTheFileIsNotWritable) {
+  // A real write failure, not a seam: the attribute is a directory.
+  tree.add("kubepods/c1", std::to_string(200 * kMi));
+  std::filesystem::remove(tree.cg_root() + "/kubepods/c1/cpu.max");
+  std::filesystem::create_directory(tree.cg_root() + "/kubepods/c1/cpu.max");
+  tree.add("kubepods/c0", std::to_string(200 * kMi));
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c0", "kubepods/c0", {std::nullopt, std::nullopt, std::nullopt, 300 * kMi}));
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 300 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);  // reading cpu.max (a directory) fails before anything is written
+  EXPECT_EQ(tree.get("kubepods/c0", "memory.max"), std::to_string(200 * kMi));
+  EXPECT_TRUE(writes.empty());
+}
+
+TEST_F(EngineTest, RefusedShrinkBelowAnonymousUsage) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 98 * kMi, 2 * kMi);
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 48 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(is_shrink_refused(r.error())) << r.error().message;
+  EXPECT_EQ(r.error().code, EBUSY);
+  EXPECT_NE(r.error().message.find("memory limit (" + std::to_string(48 * kMi) + ") below current usage (" +
+                                   std::to_string(100 * kMi) + ")"),
+            std::string::npos)
+      << r.error().message;
+  auto d = parse_shrink_refusal(r.error());
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->anon, static_cast<uint64_t>(98 * kMi));
+  EXPECT_EQ(d->file, static_cast<uint64_t>(2 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+  // Refused by the pre-check: memory.high was never touched.
+  for (const auto& w : writes) EXPECT_EQ(w.find("memory.high"), std::string::npos) << w;
+  EXPECT_FALSE(is_shrink_refused(Error{EIO, "memory limit (1) below current usage (2)"}));
+}
+
+TEST_F(EngineTest, ShmemCountsAsUnreclaimable) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 8 * kMi, 50 * kMi);
+  tree.set_stat("kubepods/c1", 8 * kMi, 50 * kMi, 48 * kMi);
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 16 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(is_shrink_refused(r.error()));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+}
+
+TEST_F(EngineTest, ShrinkReclaimsPageCacheThenApplies) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  auto o = options();
+  auto e = engine(o);
+  bool clamp_seen = false;
+  std::string journal_copy;
+  hook = [&](const std::string&, const std::string& file, const std::string& value) {
+    if (file == "memory.reclaim") {
+      // The clamp is held and journaled while reclaiming.
+      clamp_seen = tree.get("kubepods/c1", "memory.high") == std::to_string(32 * kMi);
+      for (auto& f : std::filesystem::directory_iterator(tree.state() + "/cgroup"))
+        if (f.path().filename().string().rfind("clamp-", 0) == 0) journal_copy = f.path();
+      EXPECT_EQ(value, std::to_string(100 * kMi - 32 * kMi));
+      tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));  // "reclaimed"
+    }
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(clamp_seen);
+  EXPECT_FALSE(journal_copy.empty());
+  EXPECT_EQ(r->bytes_reclaimed, static_cast<uint64_t>(80 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(32 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");  // restored
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
+  auto e = engine(options());  // memory.current never drops in the fake
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(is_shrink_refused(r.error())) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, RecoverRestoresAClampLeftByACrash) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
+  std::string saved;
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file != "memory.reclaim" || !saved.empty()) return;
+    for (auto& f : std::filesystem::directory_iterator(tree.state() + "/cgroup")) {
+      if (f.path().filename().string().rfind("clamp-", 0) != 0) continue;
+      std::ifstream in(f.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      saved = f.path().filename().string() + "\n" + ss.str();
+    }
+  };
+  {
+    auto e = engine(options());
+    PodResizeRequest req;
+    req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+    (void)e->resize(req);
+  }
+  ASSERT_FALSE(saved.empty());
+  // Simulate the crash: the clamp is still on the cgroup and in the journal.
+  std::string name = saved.substr(0, saved.find('\n'));
+  std::ofstream(tree.state() + "/cgroup/" + name) << saved.substr(saved.find('\n') + 1);
+  tree.set("kubepods/c1", "memory.high", std::to_string(32 * kMi));
+  hook = nullptr;
+  auto e = engine(options());
+  auto r = e->recover();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, RecoverRollsBackAnUnfinishedPlan) {
+  tree.add("kubepods/c1", std::to_string(100 * kMi), "100000 100000", "100");
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {2000, 2000, std::nullopt, 200 * kMi}));
+  // memory.max lands, cpu.weight fails, and so does every rollback write:
+  // the journal must survive for recover().
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file == "cpu.weight") fail_all = true;
+  };
+  ASSERT_FALSE(e->resize(req));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(200 * kMi));
+  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  fail_on.reset();
+  fail_all = false;
+  hook = nullptr;
+  auto r = e->recover();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(100 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.weight"), "100");
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, HostilePathsAndSymlinksRefused) {
+  tree.add("kubepods/c1");
+  std::filesystem::create_directories(tree.state() + "/../outside");
+  std::filesystem::create_directory_symlink(tree.cg_root() + "/kubepods", tree.cg_root() + "/link");
+  auto e = engine(options());
+  for (const char* p : {"/link/c1", "/kubepods/../kubepods/c1", "/../outside", "kubepods/c1"}) {
+    PodResizeRequest req;
+    req.containers.push_back(ResizeTarget{"x", p, {std::nullopt, std::nullopt, std::nullopt, kMi}});
+    auto r = e->resize(req);
+    EXPECT_FALSE(r) << p;
+    EXPECT_FALSE(e->read_actual(p)) << p;
+  }
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), "max");
+}
+
+class FakeUnits : public UnitManager {
+ public:
+  Result<void> set_unit_properties(const std::string& unit, const std::vector<UnitProperty>& props) override {
+    calls.push_back({unit, props});
+    return {};
+  }
+  std::vector<std::pair<std::string, std::vector<UnitProperty>>> calls;
+};
+
+TEST_F(EngineTest, SystemdDriverSetsPropertiesThenFiles) {
+  const std::string rel = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice/cri-containerd-c1.scope";
+  tree.add(rel);
+  auto units = std::make_shared<FakeUnits>();
+  auto o = options();
+  o.unit_manager = units;
+  auto e = engine(o);
+  paths["c1"] = rel;
+  PodResizeRequest req;
+  req.containers.push_back(ResizeTarget{"c1", "kubepods-burstable-podu1.slice:cri-containerd:c1",
+                                        {100, 125, std::nullopt, 64 * kMi}});
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  // runc#4622: 125m = 125 ms/s, rounded up to 130 ms/s, written to both places.
+  EXPECT_EQ(tree.get(rel, "cpu.max"), "13000 100000");
+  EXPECT_EQ(tree.get(rel, "cpu.weight"), "17");
+  EXPECT_EQ(tree.get(rel, "memory.max"), std::to_string(64 * kMi));
+  ASSERT_EQ(units->calls.size(), 2u);  // memory step, then cpu step
+  EXPECT_EQ(units->calls[0].first, "cri-containerd-c1.scope");
+  EXPECT_EQ(units->calls[0].second, (std::vector<UnitProperty>{{"MemoryMax", 64 * kMi}}));
+  EXPECT_EQ(units->calls[1].second, (std::vector<UnitProperty>{{"CPUWeight", 17},
+                                                               {"CPUQuotaPeriodUSec", 100000},
+                                                               {"CPUQuotaPerSecUSec", 130000}}));
+  // Removing limits maps "max" to systemd's infinity.
+  req.containers[0].desired = {100, std::nullopt, std::nullopt, std::nullopt};
+  ASSERT_TRUE(e->resize(req));
+  EXPECT_EQ(units->calls.back().second, (std::vector<UnitProperty>{{"CPUQuotaPeriodUSec", 100000},
+                                                                  {"CPUQuotaPerSecUSec", kUnitInfinity}}));
+  EXPECT_EQ(tree.get(rel, "memory.max"), "max");
+}
+
+TEST_F(EngineTest, SameContainerResizesDoNotInterleave) {
+  tree.add("kubepods/c1");
+  auto e = engine(options());
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file != "memory.max") return;
+    int n = ++inside;
+    int m = max_inside.load();
+    while (n > m && !max_inside.compare_exchange_weak(m, n)) {}
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --inside;
+  };
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 8; ++i) {
+    ts.emplace_back([&, i] {
+      PodResizeRequest req;
+      req.containers.push_back(ResizeTarget{"c1", "/kubepods/c1",
+                                            {std::nullopt, std::nullopt, std::nullopt, (100 + i) * kMi}});
+      EXPECT_TRUE(e->resize(req));
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(max_inside.load(), 1);
+}
+
+TEST(AttrValues, WeightFollowsLimitWhenRequestUnset) {
+  auto v = attr_values({std::nullopt, 2000, std::nullopt, std::nullopt}, WeightFormula::Quadratic);
+  EXPECT_EQ(v.cpu_weight, "174");  // 2048 shares
+  EXPECT_EQ(v.cpu_max, "200000 100000");
+  EXPECT_EQ(v.memory_max, "max");
+  v = attr_values({}, WeightFormula::Quadratic);
+  EXPECT_FALSE(v.cpu_weight);
+  EXPECT_EQ(v.cpu_max, "max 100000");
+}
+
+}  // namespace
+}  // namespace podshim::cgroup

@@ -1,0 +1,94 @@
+#include "cgroup/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace podshim::cgroup {
+namespace {
+
+PlanTarget T(std::string id, bool pod, std::string cur_mem, std::string want_mem,
+             std::string cur_max = "max 100000", std::string want_max = "max 100000",
+             std::string cur_w = "100", std::optional<std::string> want_w = std::nullopt) {
+  PlanTarget t;
+  t.id = std::move(id);
+  t.is_pod = pod;
+  t.cur_memory_max = std::move(cur_mem);
+  t.want_memory_max = std::move(want_mem);
+  t.cur_cpu_max = std::move(cur_max);
+  t.want_cpu_max = std::move(want_max);
+  t.cur_cpu_weight = std::move(cur_w);
+  t.want_cpu_weight = std::move(want_w);
+  return t;
+}
+
+std::vector<std::string> order(const std::vector<PlanTarget>& ts, const std::vector<PlanStep>& plan) {
+  std::vector<std::string> out;
+  for (const auto& s : plan)
+    for (const auto& c : s.changes) out.push_back(ts[s.target].id + ":" + c.file);
+  return out;
+}
+
+TEST(Plan, IncreaseGoesPodFirst) {
+  std::vector<PlanTarget> ts{T("pod", true, "200000000", "400000000"),
+                             T("a", false, "100000000", "200000000"),
+                             T("b", false, "100000000", "200000000")};
+  auto p = plan_resize(ts);
+  EXPECT_EQ(order(ts, p),
+            (std::vector<std::string>{"pod:memory.max", "a:memory.max", "b:memory.max"}));
+  for (const auto& s : p) EXPECT_TRUE(s.increase);
+}
+
+TEST(Plan, DecreaseGoesContainersFirst) {
+  std::vector<PlanTarget> ts{T("pod", true, "400000000", "200000000"),
+                             T("a", false, "200000000", "100000000"),
+                             T("b", false, "200000000", "100000000")};
+  auto p = plan_resize(ts);
+  EXPECT_EQ(order(ts, p),
+            (std::vector<std::string>{"a:memory.max", "b:memory.max", "pod:memory.max"}));
+}
+
+TEST(Plan, MixedPodMemoryThenCpu) {
+  // a shrinks, b grows; the pod grows in memory and shrinks in cpu.
+  std::vector<PlanTarget> ts{
+      T("pod", true, "300000000", "400000000", "200000 100000", "150000 100000", "79", "59"),
+      T("a", false, "200000000", "100000000", "100000 100000", "50000 100000", "100", "59"),
+      T("b", false, "100000000", "300000000", "100000 100000", "100000 100000", "100", "100"),
+      T("c", false, "max", "max", "50000 100000", "max 100000", "59", "59")};
+  auto p = plan_resize(ts);
+  EXPECT_EQ(order(ts, p), (std::vector<std::string>{
+                              // memory: pod increase, container decrease, (no pod decrease), container increase
+                              "pod:memory.max", "a:memory.max", "b:memory.max",
+                              // cpu: no pod increase; a decreases; pod decreases; c increases
+                              "a:cpu.weight", "a:cpu.max", "pod:cpu.max", "pod:cpu.weight",
+                              "c:cpu.max"}));
+}
+
+TEST(Plan, UnchangedValuesMakeNoSteps) {
+  std::vector<PlanTarget> ts{T("a", false, "134217728", "134217728", "50000 100000", "50000 100000",
+                               "59", "59")};
+  EXPECT_TRUE(plan_resize(ts).empty());
+  // memory.max reads back page-rounded: writing 134217729 is the same value.
+  ts[0].want_memory_max = "134217729";
+  EXPECT_TRUE(plan_resize(ts).empty());
+  ts[0].want_memory_max = "134225920";
+  EXPECT_EQ(plan_resize(ts).size(), 1u);
+}
+
+TEST(Plan, CpuRequestOnlyOrdersByWeight) {
+  std::vector<PlanTarget> ts{T("a", false, "max", "max", "max 100000", "max 100000", "100", "200"),
+                             T("b", false, "max", "max", "max 100000", "max 100000", "100", "50")};
+  auto p = plan_resize(ts);
+  EXPECT_EQ(order(ts, p), (std::vector<std::string>{"b:cpu.weight", "a:cpu.weight"}));
+  EXPECT_FALSE(p[0].increase);
+  EXPECT_TRUE(p[1].increase);
+}
+
+TEST(Plan, AttrDiffers) {
+  EXPECT_FALSE(attr_differs("cpu.max", "max 100000", "max"));
+  EXPECT_TRUE(attr_differs("cpu.max", "max 100000", "50000 100000"));
+  EXPECT_FALSE(attr_differs("memory.max", "max\n", "max"));
+  EXPECT_TRUE(attr_differs("memory.max", "max", "4096"));
+  EXPECT_TRUE(attr_differs("cpu.weight", "100", "39"));
+}
+
+}  // namespace
+}  // namespace podshim::cgroup
