@@ -1,0 +1,431 @@
+#include "shim/nri/plugin.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/str.h"
+
+namespace podshim::nri {
+
+// ---- Handlers defaults ------------------------------------------------------------
+
+Result<uint32_t> Handlers::configure(const api::ConfigureRequest&, const RuntimeInfo& rt) {
+  return rt.valid_events;
+}
+Result<void> Handlers::synchronize(const api::SynchronizeRequest&, api::SynchronizeResponse*) {
+  return {};
+}
+Result<void> Handlers::create_container(const api::PodSandbox&, const api::Container&,
+                                        api::CreateContainerResponse*) {
+  return {};
+}
+Result<void> Handlers::update_container(const api::PodSandbox&, const api::Container&,
+                                        const api::LinuxResources&, api::UpdateContainerResponse*) {
+  return {};
+}
+Result<void> Handlers::stop_container(const api::PodSandbox&, const api::Container&,
+                                      api::StopContainerResponse*) {
+  return {};
+}
+Result<void> Handlers::update_pod_sandbox(const api::UpdatePodSandboxRequest&) { return {}; }
+Result<void> Handlers::validate_container_adjustment(const api::ValidateContainerAdjustmentRequest&,
+                                                     api::ValidateContainerAdjustmentResponse*) {
+  return {};
+}
+void Handlers::run_pod_sandbox(const api::PodSandbox&) {}
+void Handlers::stop_pod_sandbox(const api::PodSandbox&) {}
+void Handlers::remove_pod_sandbox(const api::PodSandbox&) {}
+void Handlers::post_update_pod_sandbox(const api::PodSandbox&) {}
+void Handlers::post_create_container(const api::PodSandbox&, const api::Container&) {}
+void Handlers::start_container(const api::PodSandbox&, const api::Container&) {}
+void Handlers::post_start_container(const api::PodSandbox&, const api::Container&) {}
+void Handlers::post_update_container(const api::PodSandbox&, const api::Container&) {}
+void Handlers::remove_container(const api::PodSandbox&, const api::Container&) {}
+void Handlers::on_ready() {}
+void Handlers::on_shutdown() {}
+void Handlers::on_connection_error(const Error&, bool) {}
+
+// ---- options ------------------------------------------------------------------------
+
+Result<void> check_plugin_name(std::string_view name) {
+  if (name.empty()) return fail(EINVAL, "empty NRI plugin name");
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '+' || c == '-';
+    if (!ok) return fail(EINVAL, "invalid NRI plugin name '{}': only [a-zA-Z0-9_.+-] allowed", name);
+  }
+  return {};
+}
+
+Result<void> check_plugin_index(std::string_view index) {
+  if (index.size() != 2 || !std::isdigit(static_cast<unsigned char>(index[0])) ||
+      !std::isdigit(static_cast<unsigned char>(index[1]))) {
+    return fail(EINVAL, "invalid NRI plugin index '{}': must be two digits", index);
+  }
+  return {};
+}
+
+Result<bool> apply_preinstalled_environment(PluginOptions* opts,
+                                            const std::function<const char*(const char*)>& getenv) {
+  const char* sock = getenv("NRI_PLUGIN_SOCKET");
+  if (!sock) return false;
+  auto fd = str::parse_u64(sock);
+  if (!fd || *fd > 1u << 20) return fail(EINVAL, "invalid NRI_PLUGIN_SOCKET '{}'", sock);
+  struct stat st;
+  if (fstat(static_cast<int>(*fd), &st) < 0) return fail_errno("NRI_PLUGIN_SOCKET fd {}", *fd);
+  if (!S_ISSOCK(st.st_mode)) return fail(ENOTSOCK, "NRI_PLUGIN_SOCKET fd {} is not a socket", *fd);
+  opts->socket_fd = static_cast<int>(*fd);
+  // Launched plugins are named by their file (NN-name); the runtime puts
+  // both halves in the environment and does not check them again.
+  if (const char* n = getenv("NRI_PLUGIN_NAME"); n && *n) opts->name = n;
+  if (const char* i = getenv("NRI_PLUGIN_IDX"); i && *i) {
+    PODSHIM_TRY(check_plugin_index(i));
+    opts->index = i;
+  }
+  opts->reconnect = false;
+  return true;
+}
+
+// ---- plugin -------------------------------------------------------------------------
+
+namespace {
+
+template <typename M>
+bool parse(const std::string& payload, M* m) {
+  return m->ParseFromString(payload);
+}
+
+CallResult reply(const google::protobuf::Message& m) {
+  CallResult r;
+  m.SerializeToString(&r.payload);
+  return r;
+}
+
+CallResult empty_reply() { return {}; }
+
+// A handler's error as the Go stub sends it: code Unknown, the message as is.
+CallResult error_reply(const Error& e) { return {{code::kUnknown, e.message}, {}}; }
+
+CallResult bad_payload(const std::string& method) {
+  return {{code::kInvalidArgument, fmt::format("invalid {} request payload", method)}, {}};
+}
+
+}  // namespace
+
+Plugin::Plugin(sd_event* loop, Handlers& handlers, PluginOptions opts)
+    : loop_(loop), handlers_(handlers), opts_(std::move(opts)) {}
+
+Plugin::~Plugin() {
+  if (reconnect_timer_) sd_event_source_disable_unref(reconnect_timer_);
+}
+
+const TransportStats* Plugin::transport_stats() const {
+  return transport_ ? &transport_->stats() : nullptr;
+}
+
+Result<void> Plugin::start() {
+  PODSHIM_TRY(check_plugin_index(opts_.index));
+  // Only external plugins pick their own name; the runtime checks it.
+  if (opts_.socket_fd < 0) PODSHIM_TRY(check_plugin_name(opts_.name));
+  if (opts_.socket_fd >= 0) {
+    auto r = attach(UniqueFd(opts_.socket_fd));
+    opts_.socket_fd = -1;  // owned by the transport now, never reused
+    return r;
+  }
+  if (opts_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return fail(ENAMETOOLONG, "NRI socket path '{}' too long", opts_.socket_path);
+  }
+  connect_now();
+  return {};
+}
+
+void Plugin::stop() {
+  state_ = PluginState::Stopped;
+  if (reconnect_timer_) reconnect_timer_ = sd_event_source_disable_unref(reconnect_timer_);
+  transport_.reset();
+}
+
+void Plugin::connect_now() {
+  if (state_ == PluginState::Stopped) return;
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    handlers_.on_connection_error(Error{errno, "creating NRI socket"}, opts_.reconnect);
+    schedule_reconnect();
+    return;
+  }
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, opts_.socket_path.data(), opts_.socket_path.size());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+    const int e = errno;
+    handlers_.on_connection_error(
+        Error{e, fmt::format("connecting to NRI socket {}: {}", opts_.socket_path, errno_string(e))},
+        opts_.reconnect);
+    schedule_reconnect();
+    return;
+  }
+  if (auto r = attach(std::move(fd)); !r) {
+    handlers_.on_connection_error(r.error(), opts_.reconnect);
+    schedule_reconnect();
+  }
+}
+
+void Plugin::schedule_reconnect() {
+  if (!opts_.reconnect || state_ == PluginState::Stopped) {
+    state_ = PluginState::Stopped;
+    return;
+  }
+  state_ = PluginState::Idle;
+  uint64_t delay = opts_.reconnect_min_usec;
+  for (unsigned i = 0; i < attempts_ && delay < opts_.reconnect_max_usec; ++i) delay *= 2;
+  delay = std::min(delay, opts_.reconnect_max_usec);
+  attempts_++;
+  if (reconnect_timer_) reconnect_timer_ = sd_event_source_disable_unref(reconnect_timer_);
+  sd_event_add_time_relative(loop_, &reconnect_timer_, CLOCK_MONOTONIC, delay, 0,
+                             &Plugin::on_reconnect_timer, this);
+}
+
+int Plugin::on_reconnect_timer(sd_event_source* s, uint64_t, void* userdata) {
+  auto* self = static_cast<Plugin*>(userdata);
+  sd_event_source_disable_unref(s);
+  self->reconnect_timer_ = nullptr;
+  self->connect_now();
+  return 0;
+}
+
+Result<void> Plugin::attach(UniqueFd fd) {
+  TransportOptions to;
+  to.max_recv_message = opts_.max_recv_message;
+  auto t = Transport::create(loop_, std::move(fd), to);
+  if (!t) return wrap(t, "setting up NRI connection");
+  transport_ = std::move(*t);
+  connects_++;
+  sync_pages_.Clear();
+  events_ = 0;
+  transport_->set_close_handler([this](const Error& why) { on_closed(why); });
+  transport_->serve(kPluginServiceConn, [this](const ttrpc::Request& req) { return dispatch(req); });
+
+  api::RegisterPluginRequest reg;
+  reg.set_plugin_name(opts_.name);
+  reg.set_plugin_idx(opts_.index);
+  reg.set_nri_version(kImplementedNriVersion);
+  state_ = PluginState::Registering;
+  Transport* t_raw = transport_.get();
+  transport_->call(kRuntimeServiceConn, kRuntimeService, "RegisterPlugin", reg.SerializeAsString(),
+                   opts_.register_timeout_usec, [this, t_raw](CallResult res) {
+                     if (transport_.get() != t_raw) return;  // an older connection
+                     if (!res.status.ok()) {
+                       transport_->close(Error{EPROTO, fmt::format(
+                           "RegisterPlugin failed: code {}: {}", res.status.code,
+                           res.status.message)});
+                       return;
+                     }
+                     if (state_ == PluginState::Registering) state_ = PluginState::Configuring;
+                   });
+  return {};
+}
+
+void Plugin::on_closed(const Error& why) {
+  // Called from the transport's deferred close: destroying it here is safe.
+  transport_.reset();
+  sync_pages_.Clear();
+  const bool retry = opts_.reconnect && state_ != PluginState::Stopped;
+  handlers_.on_connection_error(why, retry);
+  if (retry) {
+    schedule_reconnect();
+  } else {
+    state_ = PluginState::Stopped;
+  }
+}
+
+CallResult Plugin::dispatch(const ttrpc::Request& req) {
+  if (req.service() != kPluginService) {
+    return {{code::kUnimplemented, fmt::format("service {}", req.service())}, {}};
+  }
+  const std::string& m = req.method();
+  const std::string& p = req.payload();
+
+  if (m == "Configure") return do_configure(p);
+  if (m == "Synchronize") return do_synchronize(p);
+  if (m == "StateChange") return do_state_change(p);
+  if (m == "Shutdown") {
+    handlers_.on_shutdown();
+    return empty_reply();
+  }
+  if (m == "CreateContainer") {
+    api::CreateContainerRequest r;
+    if (!parse(p, &r)) return bad_payload(m);
+    api::CreateContainerResponse out;
+    if (auto h = handlers_.create_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
+    return reply(out);
+  }
+  if (m == "UpdateContainer") {
+    api::UpdateContainerRequest r;
+    if (!parse(p, &r)) return bad_payload(m);
+    api::UpdateContainerResponse out;
+    if (auto h = handlers_.update_container(r.pod(), r.container(), r.linux_resources(), &out); !h) {
+      return error_reply(h.error());
+    }
+    return reply(out);
+  }
+  if (m == "StopContainer") {
+    api::StopContainerRequest r;
+    if (!parse(p, &r)) return bad_payload(m);
+    api::StopContainerResponse out;
+    if (auto h = handlers_.stop_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
+    return reply(out);
+  }
+  if (m == "UpdatePodSandbox") {
+    api::UpdatePodSandboxRequest r;
+    if (!parse(p, &r)) return bad_payload(m);
+    if (auto h = handlers_.update_pod_sandbox(r); !h) return error_reply(h.error());
+    return reply(api::UpdatePodSandboxResponse());
+  }
+  if (m == "ValidateContainerAdjustment") {
+    api::ValidateContainerAdjustmentRequest r;
+    if (!parse(p, &r)) return bad_payload(m);
+    api::ValidateContainerAdjustmentResponse out;
+    if (auto h = handlers_.validate_container_adjustment(r, &out); !h) return error_reply(h.error());
+    return reply(out);
+  }
+  // v0.12 dedicated RPCs for observed-only events: {pod} or {pod, container}.
+  // Answered with success whatever the handler does.
+  if (m == "RunPodSandbox" || m == "StopPodSandbox" || m == "RemovePodSandbox" ||
+      m == "PostUpdatePodSandbox") {
+    api::RunPodSandboxRequest r;  // all four are { PodSandbox pod = 1; }
+    if (!parse(p, &r)) return bad_payload(m);
+    if (m == "RunPodSandbox") handlers_.run_pod_sandbox(r.pod());
+    else if (m == "StopPodSandbox") handlers_.stop_pod_sandbox(r.pod());
+    else if (m == "RemovePodSandbox") handlers_.remove_pod_sandbox(r.pod());
+    else handlers_.post_update_pod_sandbox(r.pod());
+    return empty_reply();
+  }
+  if (m == "PostCreateContainer" || m == "StartContainer" || m == "PostStartContainer" ||
+      m == "PostUpdateContainer" || m == "RemoveContainer") {
+    api::PostCreateContainerRequest r;  // all five are { pod = 1; container = 2; }
+    if (!parse(p, &r)) return bad_payload(m);
+    if (m == "PostCreateContainer") handlers_.post_create_container(r.pod(), r.container());
+    else if (m == "StartContainer") handlers_.start_container(r.pod(), r.container());
+    else if (m == "PostStartContainer") handlers_.post_start_container(r.pod(), r.container());
+    else if (m == "PostUpdateContainer") handlers_.post_update_container(r.pod(), r.container());
+    else handlers_.remove_container(r.pod(), r.container());
+    return empty_reply();
+  }
+  // ttrpc services.go wording, so the v0.12 runtime's fallback recognises it.
+  return {{code::kUnimplemented, fmt::format("method {}", m)}, {}};
+}
+
+CallResult Plugin::do_configure(const std::string& payload) {
+  api::ConfigureRequest req;
+  if (!parse(payload, &req)) return bad_payload("Configure");
+  runtime_ = runtime_info(req);
+  if (opts_.assume_valid_events != 0) runtime_.valid_events = opts_.assume_valid_events;
+  auto want = handlers_.configure(req, runtime_);
+  if (!want) return error_reply(want.error());
+  const uint32_t mask = *want & runtime_.valid_events;
+  if (mask == 0) {
+    // 0 would mean "everything" to the runtime: refuse instead.
+    return {{code::kUnknown, fmt::format("plugin subscribes to no event valid for this runtime "
+                                         "(wanted 0x{:x}, valid 0x{:x})", *want,
+                                         runtime_.valid_events)}, {}};
+  }
+  events_ = mask;
+  state_ = PluginState::Synchronizing;
+  api::ConfigureResponse resp;
+  resp.set_events(static_cast<int32_t>(mask));
+  return reply(resp);
+}
+
+CallResult Plugin::do_synchronize(const std::string& payload) {
+  api::SynchronizeRequest page;
+  if (!parse(payload, &page)) return bad_payload("Synchronize");
+  // Move, not copy: 3000 containers are megabytes.
+  for (auto& pod : *page.mutable_pods()) sync_pages_.add_pods()->Swap(&pod);
+  for (auto& c : *page.mutable_containers()) sync_pages_.add_containers()->Swap(&c);
+  if (page.more()) {
+    // A non-final page: say we understand paging and want the rest. Any
+    // update here would make the runtime close us (NRI v0.7 6fd59d6).
+    api::SynchronizeResponse resp;
+    resp.set_more(true);
+    return reply(resp);
+  }
+  api::SynchronizeRequest all;
+  all.Swap(&sync_pages_);
+  api::SynchronizeResponse resp;
+  auto h = handlers_.synchronize(all, &resp);
+  resp.set_more(false);
+  if (!h) return error_reply(h.error());
+  state_ = PluginState::Ready;
+  attempts_ = 0;
+  handlers_.on_ready();
+  return reply(resp);
+}
+
+CallResult Plugin::do_state_change(const std::string& payload) {
+  api::StateChangeEvent ev;
+  // Never an error for an observed event, even an unparsable one.
+  if (!parse(payload, &ev)) return empty_reply();
+  const auto& pod = ev.pod();
+  const auto& ctr = ev.container();
+  switch (ev.event()) {
+    case api::RUN_POD_SANDBOX: handlers_.run_pod_sandbox(pod); break;
+    case api::STOP_POD_SANDBOX: handlers_.stop_pod_sandbox(pod); break;
+    case api::REMOVE_POD_SANDBOX: handlers_.remove_pod_sandbox(pod); break;
+    case api::POST_CREATE_CONTAINER: handlers_.post_create_container(pod, ctr); break;
+    case api::START_CONTAINER: handlers_.start_container(pod, ctr); break;
+    case api::POST_START_CONTAINER: handlers_.post_start_container(pod, ctr); break;
+    case api::POST_UPDATE_CONTAINER: handlers_.post_update_container(pod, ctr); break;
+    case api::REMOVE_CONTAINER: handlers_.remove_container(pod, ctr); break;
+    case api::POST_UPDATE_POD_SANDBOX: handlers_.post_update_pod_sandbox(pod); break;
+    default: break;  // not a StateChange event; ignore
+  }
+  return empty_reply();
+}
+
+void Plugin::update_containers(std::vector<api::ContainerUpdate> update,
+                               std::vector<api::ContainerEviction> evict, UpdateDone done) {
+  if (!transport_ || state_ == PluginState::Registering) {
+    auto* heap = new UpdateDone(std::move(done));
+    sd_event_source* s = nullptr;
+    // Report "not connected" from the loop, like every other outcome.
+    const int r = sd_event_add_defer(loop_, &s, [](sd_event_source* src, void* ud) -> int {
+      std::unique_ptr<UpdateDone> d(static_cast<UpdateDone*>(ud));
+      sd_event_source_disable_unref(src);
+      (*d)(Unexpected(Error{ENOTCONN, "UpdateContainers: not connected to the runtime"}));
+      return 0;
+    }, heap);
+    if (r < 0) {
+      std::unique_ptr<UpdateDone> d(heap);
+      (*d)(Unexpected(Error{-r, "UpdateContainers: cannot schedule"}));
+    }
+    return;
+  }
+  api::UpdateContainersRequest req;
+  for (auto& u : update) req.add_update()->Swap(&u);
+  for (auto& e : evict) req.add_evict()->Swap(&e);
+  transport_->call(kRuntimeServiceConn, kRuntimeService, "UpdateContainers",
+                   req.SerializeAsString(), opts_.call_timeout_usec,
+                   [done = std::move(done)](CallResult res) {
+                     if (!res.status.ok()) {
+                       done(Unexpected(Error{res.status.code == code::kDeadlineExceeded ? ETIMEDOUT : EIO,
+                                             fmt::format("UpdateContainers: rpc error: code = {} desc = {}",
+                                                         res.status.code, res.status.message)}));
+                       return;
+                     }
+                     api::UpdateContainersResponse resp;
+                     if (!resp.ParseFromString(res.payload)) {
+                       done(Unexpected(Error{EPROTO, "UpdateContainers: invalid response payload"}));
+                       return;
+                     }
+                     std::vector<api::ContainerUpdate> failed(resp.failed().begin(), resp.failed().end());
+                     done(std::move(failed));
+                   });
+}
+
+}  // namespace podshim::nri
