@@ -1,0 +1,193 @@
+#include "shim/hook/hook.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/str.h"
+#include "base/unique_fd.h"
+#include "shim/hook/devices.h"
+
+namespace podshim::hook {
+namespace {
+
+// The upper bound for --timeout-ms: above this the hook is no longer "short";
+// runtimes' own hook timeouts are counted in seconds.
+constexpr int64_t kMaxTimeoutMs = 30000;
+
+// runtime-spec runtime.md lifecycle: createRuntime runs while the container
+// is being created, poststop after delete. runc reports exactly these
+// (libcontainer/process_linux.go, libcontainer/container_linux.go).
+std::string_view expected_status(Stage s) {
+  return s == Stage::CreateRuntime ? "creating" : "stopped";
+}
+
+Result<void> append_record(const std::string& path, Stage stage, const OciState& st) {
+  if (path.empty() || path.front() != '/')
+    return fail(EINVAL, "--record path '{}' is not absolute", path);
+  nlohmann::json j = {{"stage", std::string(to_string(stage))},
+                      {"id", st.id},
+                      {"status", st.status},
+                      {"pid", st.pid},
+                      {"bundle", st.bundle},
+                      {"annotations", st.annotations}};
+  std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return fail_errno("opening --record file '{}'", path);
+  UniqueFd owner(fd);
+  // O_APPEND + one write: concurrent hooks (two containers) do not interleave.
+  ssize_t n = ::write(fd, line.data(), line.size());
+  if (n != static_cast<ssize_t>(line.size())) return fail_errno("writing --record file '{}'", path);
+  return {};
+}
+
+}  // namespace
+
+Result<Stage> parse_stage(std::string_view s) {
+  if (s == "createRuntime" || s == "prestart") return Stage::CreateRuntime;
+  if (s == "poststop") return Stage::Poststop;
+  return fail(EINVAL, "unknown hook stage '{}' (expected createRuntime, prestart or poststop)", s);
+}
+
+std::string_view to_string(Stage s) {
+  return s == Stage::CreateRuntime ? "createRuntime" : "poststop";
+}
+
+Result<std::string> pod_uid_from_annotations(const std::map<std::string, std::string>& a) {
+  std::string uid;
+  if (auto it = a.find("io.kubernetes.pod.uid"); it != a.end()) {
+    uid = it->second;
+  } else if (auto it2 = a.find("io.kubernetes.cri.sandbox-uid"); it2 != a.end()) {
+    uid = it2->second;
+  } else if (auto it3 = a.find("io.kubernetes.cri-o.Labels"); it3 != a.end()) {
+    auto labels = nlohmann::json::parse(it3->second, nullptr, /*allow_exceptions=*/false);
+    if (labels.is_discarded() || !labels.is_object())
+      return fail(EINVAL, "annotation io.kubernetes.cri-o.Labels is not a JSON object");
+    if (auto l = labels.find("io.kubernetes.pod.uid"); l != labels.end()) {
+      if (!l->is_string())
+        return fail(EINVAL, "io.kubernetes.cri-o.Labels: io.kubernetes.pod.uid is not a string");
+      uid = l->get<std::string>();
+    }
+  }
+  if (uid.empty()) return uid;
+  // Kubernetes uids are 36-byte UUIDs; 128 matches podshimd's id rule.
+  PODSHIM_TRY(check_token("pod uid", uid, 128));
+  return uid;
+}
+
+Result<Options> parse_args(const std::vector<std::string_view>& args) {
+  Options o;
+  std::optional<Stage> stage;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    auto value = [&](std::string_view flag) -> Result<std::string_view> {
+      if (i + 1 >= args.size()) return fail(EINVAL, "{} needs a value", flag);
+      return args[++i];
+    };
+    if (a == "--strict") {
+      o.strict = true;
+    } else if (a == "--socket") {
+      auto v = value(a);
+      if (!v) return Unexpected(v.error());
+      if (v->empty() || v->front() != '/')
+        return fail(EINVAL, "--socket '{}' is not an absolute path", *v);
+      o.socket_path = std::string(*v);
+    } else if (a == "--timeout-ms") {
+      auto v = value(a);
+      if (!v) return Unexpected(v.error());
+      auto n = str::parse_i64(*v);
+      if (!n || *n <= 0 || *n > kMaxTimeoutMs)
+        return fail(EINVAL, "--timeout-ms '{}' is not an integer in 1..{}", *v, kMaxTimeoutMs);
+      o.timeout = std::chrono::milliseconds(*n);
+    } else if (a == "--record") {
+      auto v = value(a);
+      if (!v) return Unexpected(v.error());
+      if (v->empty() || v->front() != '/')
+        return fail(EINVAL, "--record '{}' is not an absolute path", *v);
+      o.record_path = std::string(*v);
+    } else if (str::starts_with(a, "-")) {
+      return fail(EINVAL, "unknown option '{}'", a);
+    } else {
+      if (stage) return fail(EINVAL, "more than one stage given ('{}')", a);
+      auto s = parse_stage(a);
+      if (!s) return Unexpected(s.error());
+      stage = *s;
+    }
+  }
+  if (!stage) return fail(EINVAL, "no hook stage given (createRuntime or poststop)");
+  o.stage = *stage;
+  return o;
+}
+
+Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps& deps) {
+  Outcome out;
+  auto st = parse_state(state_json);
+  if (!st) return Unexpected(st.error());
+  out.state = std::move(*st);
+  const OciState& state = out.state;
+
+  // The stage comes from argv (hooks.d `args`); the state says where the
+  // runtime really is. A mismatch is a misconfigured hook, e.g. a hooks.d file
+  // that puts "createRuntime" in args but lists the poststop stage.
+  if (state.status != expected_status(opts.stage))
+    return fail(EINVAL, "hook called for stage {} but the OCI state status is '{}' (expected '{}')",
+                to_string(opts.stage), state.status, expected_status(opts.stage));
+
+  if (opts.stage == Stage::Poststop) {
+    if (!opts.record_path.empty()) PODSHIM_TRY(append_record(opts.record_path, opts.stage, state));
+    if (deps.registrar) {
+      auto r = deps.registrar->deregister_container(state.id);
+      if (r) {
+        out.deregistered = true;
+      } else if (opts.strict) {
+        return Unexpected(r.error());
+      } else {
+        out.warnings.push_back(r.error().message + ", ignoring");
+      }
+    }
+    return out;
+  }
+
+  // createRuntime: everything is read and validated first.
+  auto text = read_bundle_config(state.bundle);
+  if (!text) return Unexpected(text.error());
+  auto cfg = parse_config(*text);
+  if (!cfg) return wrap(cfg, fmt::format("'{}/config.json'", state.bundle));
+  auto devices = injected_devices(state.annotations, cfg->annotations);
+  if (!devices) return Unexpected(devices.error());
+  auto mounts = injected_mounts(*cfg, state.annotations);
+  if (!mounts) return Unexpected(mounts.error());
+  // State annotations are the config's as the runtime saw them; prefer them,
+  // fall back to config.json for runtimes that leave them out of the state.
+  std::map<std::string, std::string> annotations = cfg->annotations;
+  for (const auto& [k, v] : state.annotations) annotations[k] = v;
+  auto pod_uid = pod_uid_from_annotations(annotations);
+  if (!pod_uid) return Unexpected(pod_uid.error());
+  if (!opts.record_path.empty()) PODSHIM_TRY(append_record(opts.record_path, opts.stage, state));
+
+  auto checked = check_devices(deps.root_fd, *devices, cfg->devices);
+  if (!checked) return Unexpected(checked.error());
+  out.devices_checked = *checked;
+
+  if (deps.labeler) {
+    auto n = deps.labeler->label(*cfg, *mounts);
+    if (!n) return Unexpected(n.error());
+    out.mounts_labelled = *n;
+  }
+
+  if (deps.registrar) {
+    Registration reg{state.id, *pod_uid, cfg->cgroups_path, state.pid, std::move(annotations)};
+    auto r = deps.registrar->register_container(reg);
+    if (r) {
+      out.registered = true;
+    } else if (opts.strict) {
+      return Unexpected(r.error());
+    } else {
+      out.warnings.push_back(r.error().message + ", ignoring");
+    }
+  }
+  return out;
+}
+
+}  // namespace podshim::hook

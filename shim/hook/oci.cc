@@ -1,0 +1,254 @@
+#include "shim/hook/oci.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fs.h"
+#include "base/str.h"
+#include "base/unique_fd.h"
+
+namespace podshim::hook {
+namespace {
+
+using nlohmann::json;
+
+// runtime-spec runtime.md §State lists these four; runc, crun and podman use
+// exactly these strings ("paused" is a runc extension seen by `runc state`).
+bool known_status(std::string_view s) {
+  return s == "creating" || s == "created" || s == "running" || s == "stopped" || s == "paused";
+}
+
+Result<json> parse_json(std::string_view text, std::string_view what) {
+  // nlohmann throws on malformed input; the exception stays inside this file.
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return fail(EINVAL, "{} is not valid JSON", what);
+  if (!doc.is_object()) return fail(EINVAL, "{} is not a JSON object", what);
+  return doc;
+}
+
+// Optional string member: absent → "", present but not a string → error.
+Result<std::string> opt_string(const json& obj, const char* key, std::string_view where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return fail(EINVAL, "{}: '{}' is not a string", where, key);
+  return it->get<std::string>();
+}
+
+Result<int64_t> opt_int(const json& obj, const char* key, std::string_view where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return int64_t{0};
+  if (!it->is_number_integer()) return fail(EINVAL, "{}: '{}' is not an integer", where, key);
+  return it->get<int64_t>();
+}
+
+Result<std::map<std::string, std::string>> opt_string_map(const json& obj, const char* key,
+                                                          std::string_view where) {
+  std::map<std::string, std::string> out;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return out;
+  if (!it->is_object()) return fail(EINVAL, "{}: '{}' is not an object", where, key);
+  for (const auto& [k, v] : it->items()) {
+    if (!v.is_string())
+      return fail(EINVAL, "{}: {}['{}'] is not a string", where, key, k);
+    out.emplace(k, v.get<std::string>());
+  }
+  return out;
+}
+
+bool has_dot_component(std::string_view p) {
+  size_t i = 0;
+  while (i <= p.size()) {
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    std::string_view c = p.substr(i, j - i);
+    if (c == "." || c == "..") return true;
+    i = j + 1;
+  }
+  return false;
+}
+
+Result<void> check_abs_path(std::string_view what, std::string_view p) {
+  if (p.empty()) return fail(EINVAL, "{} is empty", what);
+  if (p.find('\0') != std::string_view::npos) return fail(EINVAL, "{} contains NUL", what);
+  if (p.front() != '/') return fail(EINVAL, "{} '{}' is not an absolute path", what, p);
+  if (p.size() > PATH_MAX) return fail(ENAMETOOLONG, "{} is longer than {} bytes", what, PATH_MAX);
+  if (has_dot_component(p)) return fail(EINVAL, "{} '{}' contains a '.' or '..' component", what, p);
+  return {};
+}
+
+}  // namespace
+
+Result<void> check_token(std::string_view what, std::string_view value, size_t max) {
+  if (value.empty()) return fail(EINVAL, "{} is empty", what);
+  if (value.size() > max) return fail(EINVAL, "{} is longer than {} bytes", what, max);
+  for (unsigned char c : value) {
+    // Printable ASCII minus space and '/': ids end up in file names, log
+    // fields and URL paths (DELETE /v1/containers/{id}).
+    if (c <= 0x20 || c >= 0x7f || c == '/')
+      return fail(EINVAL, "{} '{}' contains a character that is not allowed (0x{:02x})", what,
+                  value.size() <= 80 ? value : value.substr(0, 80), c);
+  }
+  return {};
+}
+
+Result<OciState> parse_state(std::string_view text) {
+  if (text.size() > kMaxStateBytes)
+    return fail(EFBIG, "OCI state is larger than {} bytes", kMaxStateBytes);
+  if (str::trim(text).empty()) return fail(EINVAL, "OCI state on stdin is empty");
+  auto doc = parse_json(text, "OCI state on stdin");
+  if (!doc) return Unexpected(doc.error());
+  constexpr std::string_view where = "OCI state";
+  OciState st;
+
+  auto v = opt_string(*doc, "ociVersion", where);
+  if (!v) return Unexpected(v.error());
+  st.oci_version = std::move(*v);
+
+  if (!doc->contains("id")) return fail(EINVAL, "OCI state has no 'id'");
+  auto id = opt_string(*doc, "id", where);
+  if (!id) return Unexpected(id.error());
+  // runc caps ids by its own regexp; 1024 is far above any real runtime's id.
+  if (auto r = check_token("OCI state 'id'", *id, 1024); !r) return Unexpected(r.error());
+  st.id = std::move(*id);
+
+  auto status = opt_string(*doc, "status", where);
+  if (!status) return Unexpected(status.error());
+  if (status->empty()) return fail(EINVAL, "OCI state has no 'status'");
+  if (!known_status(*status))
+    return fail(EINVAL, "OCI state 'status' '{}' is not a runtime-spec status", *status);
+  st.status = std::move(*status);
+
+  auto pid = opt_int(*doc, "pid", where);
+  if (!pid) return Unexpected(pid.error());
+  if (*pid < 0 || *pid > INT32_MAX) return fail(EINVAL, "OCI state 'pid' {} is out of range", *pid);
+  st.pid = *pid;
+
+  if (!doc->contains("bundle")) return fail(EINVAL, "OCI state has no 'bundle'");
+  auto bundle = opt_string(*doc, "bundle", where);
+  if (!bundle) return Unexpected(bundle.error());
+  if (auto r = check_abs_path("OCI state 'bundle'", *bundle); !r) return Unexpected(r.error());
+  st.bundle = std::move(*bundle);
+
+  auto ann = opt_string_map(*doc, "annotations", where);
+  if (!ann) return Unexpected(ann.error());
+  st.annotations = std::move(*ann);
+  return st;
+}
+
+Result<OciConfig> parse_config(std::string_view text) {
+  auto doc = parse_json(text, "config.json");
+  if (!doc) return Unexpected(doc.error());
+  OciConfig cfg;
+
+  auto ann = opt_string_map(*doc, "annotations", "config.json");
+  if (!ann) return Unexpected(ann.error());
+  cfg.annotations = std::move(*ann);
+
+  if (auto it = doc->find("process"); it != doc->end() && !it->is_null()) {
+    if (!it->is_object()) return fail(EINVAL, "config.json: 'process' is not an object");
+    auto l = opt_string(*it, "selinuxLabel", "config.json process");
+    if (!l) return Unexpected(l.error());
+    cfg.process_label = std::move(*l);
+  }
+
+  if (auto it = doc->find("linux"); it != doc->end() && !it->is_null()) {
+    const json& linux = *it;
+    if (!linux.is_object()) return fail(EINVAL, "config.json: 'linux' is not an object");
+    auto cg = opt_string(linux, "cgroupsPath", "config.json linux");
+    if (!cg) return Unexpected(cg.error());
+    if (cg->size() > PATH_MAX || cg->find('\0') != std::string::npos)
+      return fail(EINVAL, "config.json: linux.cgroupsPath is not a usable path");
+    cfg.cgroups_path = std::move(*cg);
+    auto ml = opt_string(linux, "mountLabel", "config.json linux");
+    if (!ml) return Unexpected(ml.error());
+    cfg.mount_label = std::move(*ml);
+
+    if (auto d = linux.find("devices"); d != linux.end() && !d->is_null()) {
+      if (!d->is_array()) return fail(EINVAL, "config.json: linux.devices is not an array");
+      size_t i = 0;
+      for (const json& e : *d) {
+        std::string where = fmt::format("config.json linux.devices[{}]", i++);
+        if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
+        OciDevice dev;
+        auto p = opt_string(e, "path", where);
+        if (!p) return Unexpected(p.error());
+        if (auto r = check_abs_path(where + " path", *p); !r) return Unexpected(r.error());
+        dev.path = std::move(*p);
+        auto t = opt_string(e, "type", where);
+        if (!t) return Unexpected(t.error());
+        if (*t != "c" && *t != "b" && *t != "u" && *t != "p")
+          return fail(EINVAL, "{} ('{}') has type '{}', expected c, b, u or p", where, dev.path, *t);
+        dev.type = std::move(*t);
+        auto ma = opt_int(e, "major", where);
+        if (!ma) return Unexpected(ma.error());
+        auto mi = opt_int(e, "minor", where);
+        if (!mi) return Unexpected(mi.error());
+        // Linux dev_t: 12-bit major in the old encoding, 32 bits in the new one.
+        if (*ma < 0 || *ma > UINT32_MAX || *mi < 0 || *mi > UINT32_MAX)
+          return fail(EINVAL, "{} ('{}') has an out-of-range major/minor", where, dev.path);
+        dev.major = *ma;
+        dev.minor = *mi;
+        cfg.devices.push_back(std::move(dev));
+      }
+    }
+  }
+
+  if (auto m = doc->find("mounts"); m != doc->end() && !m->is_null()) {
+    if (!m->is_array()) return fail(EINVAL, "config.json: 'mounts' is not an array");
+    size_t i = 0;
+    for (const json& e : *m) {
+      std::string where = fmt::format("config.json mounts[{}]", i++);
+      if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
+      OciMount mnt;
+      auto dst = opt_string(e, "destination", where);
+      if (!dst) return Unexpected(dst.error());
+      if (dst->empty()) return fail(EINVAL, "{} has no 'destination'", where);
+      mnt.destination = std::move(*dst);
+      auto src = opt_string(e, "source", where);
+      if (!src) return Unexpected(src.error());
+      mnt.source = std::move(*src);
+      auto ty = opt_string(e, "type", where);
+      if (!ty) return Unexpected(ty.error());
+      mnt.type = std::move(*ty);
+      if (auto o = e.find("options"); o != e.end() && !o->is_null()) {
+        if (!o->is_array()) return fail(EINVAL, "{}: 'options' is not an array", where);
+        for (const json& opt : *o) {
+          if (!opt.is_string()) return fail(EINVAL, "{}: an option is not a string", where);
+          mnt.options.push_back(opt.get<std::string>());
+        }
+      }
+      cfg.mounts.push_back(std::move(mnt));
+    }
+  }
+  return cfg;
+}
+
+Result<std::string> read_bundle_config(const std::string& bundle) {
+  PODSHIM_TRY(check_abs_path("bundle", bundle));
+  auto dir = fs::open_dir(bundle);
+  if (!dir) return wrap(dir, "opening bundle");
+  // open_beneath refuses a symlinked config.json (ELOOP); O_NONBLOCK keeps a
+  // FIFO planted there from blocking the open, and fstat rejects it after.
+  auto fd = fs::open_beneath(dir->get(), "config.json", O_RDONLY | O_NONBLOCK);
+  if (!fd) {
+    if (fd.error().code == ELOOP)
+      return fail(ELOOP, "'{}/config.json' is a symlink, refusing it", bundle);
+    return wrap(fd, fmt::format("opening '{}/config.json'", bundle));
+  }
+  struct stat sb {};
+  if (::fstat(fd->get(), &sb) < 0) return fail_errno("stat '{}/config.json'", bundle);
+  if (!S_ISREG(sb.st_mode))
+    return fail(EINVAL, "'{}/config.json' is not a regular file", bundle);
+  if (static_cast<uint64_t>(sb.st_size) > kMaxConfigBytes)
+    return fail(EFBIG, "'{}/config.json' is larger than {} bytes", bundle, kMaxConfigBytes);
+  auto data = fs::read_fd(fd->get(), kMaxConfigBytes);
+  if (!data) return wrap(data, fmt::format("reading '{}/config.json'", bundle));
+  return data;
+}
+
+}  // namespace podshim::hook

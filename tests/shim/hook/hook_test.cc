@@ -1,0 +1,492 @@
+// Unit tests of podshim-hook's logic on fixtures of OCI state and config.json.
+#include "shim/hook/hook.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/fs.h"
+#include "selinux/label.h"
+#include "shim/hook/devices.h"
+#include "tests/shim/hook/fixtures.h"
+
+namespace podshim::hook {
+namespace {
+
+using nlohmann::json;
+using testing::FakeServer;
+using testing::make_config;
+using testing::make_state;
+using testing::TempDir;
+
+// ---------------------------------------------------------------- state
+
+TEST(ParseState, Valid) {
+  auto st = parse_state(make_state("/run/bundle", "creating", {{"a", "b"}}).dump());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->id, "ctr1");
+  EXPECT_EQ(st->status, "creating");
+  EXPECT_EQ(st->pid, 4242);
+  EXPECT_EQ(st->bundle, "/run/bundle");
+  EXPECT_EQ(st->annotations.at("a"), "b");
+}
+
+TEST(ParseState, PidMayBeAbsent) {
+  json s = make_state("/b", "stopped");
+  s.erase("pid");
+  auto st = parse_state(s.dump());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->pid, 0);
+}
+
+struct BadState {
+  const char* name;
+  std::string json;
+  const char* expect;  // a substring of the error
+};
+
+class ParseStateBad : public ::testing::TestWithParam<BadState> {};
+
+TEST_P(ParseStateBad, Refused) {
+  auto st = parse_state(GetParam().json);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find(GetParam().expect), std::string::npos) << st.error().message;
+}
+
+json without(json j, const char* key) {
+  j.erase(key);
+  return j;
+}
+json with(json j, const char* key, json v) {
+  j[key] = std::move(v);
+  return j;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ParseStateBad,
+    ::testing::Values(
+        BadState{"empty", "", "empty"}, BadState{"spaces", "  \n", "empty"},
+        BadState{"notjson", "{\"id\":", "not valid JSON"},
+        BadState{"array", "[1,2]", "not a JSON object"},
+        BadState{"noid", without(make_state("/b"), "id").dump(), "no 'id'"},
+        BadState{"emptyid", with(make_state("/b"), "id", "").dump(), "'id' is empty"},
+        BadState{"idslash", with(make_state("/b"), "id", "a/b").dump(), "not allowed"},
+        BadState{"idnum", with(make_state("/b"), "id", 5).dump(), "'id' is not a string"},
+        BadState{"nobundle", without(make_state("/b"), "bundle").dump(), "no 'bundle'"},
+        BadState{"relbundle", make_state("run/b").dump(), "not an absolute path"},
+        BadState{"dotdot", make_state("/run/../etc").dump(), "'..' component"},
+        BadState{"nostatus", without(make_state("/b"), "status").dump(), "no 'status'"},
+        BadState{"badstatus", make_state("/b", "exploded").dump(), "not a runtime-spec status"},
+        BadState{"negpid", with(make_state("/b"), "pid", -1).dump(), "out of range"},
+        BadState{"strpid", with(make_state("/b"), "pid", "1").dump(), "not an integer"},
+        BadState{"annnum", make_state("/b", "creating", {{"k", 1}}).dump(), "is not a string"},
+        BadState{"annarr", with(make_state("/b"), "annotations", json::array()).dump(),
+                 "not an object"},
+        BadState{"huge", std::string(kMaxStateBytes + 1, ' '), "larger than"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------- config.json
+
+TEST(ReadBundleConfig, ReadsRegularFile) {
+  TempDir d;
+  d.write("config.json", make_config().dump());
+  auto text = read_bundle_config(d.path());
+  ASSERT_TRUE(text) << text.error().message;
+  auto cfg = parse_config(*text);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->cgroups_path, "/kubepods/pod-uid-1/ctr1");
+  ASSERT_EQ(cfg->mounts.size(), 2u);
+  EXPECT_EQ(cfg->mounts[1].source, "/opt/vendor/lib");
+  EXPECT_EQ(cfg->mounts[1].options, (std::vector<std::string>{"ro", "rbind"}));
+}
+
+TEST(ReadBundleConfig, RefusesSymlink) {
+  TempDir d;
+  d.write("real.json", make_config().dump());
+  ASSERT_EQ(::symlink("real.json", d.sub("config.json").c_str()), 0);
+  auto text = read_bundle_config(d.path());
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().message.find("symlink"), std::string::npos) << text.error().message;
+}
+
+TEST(ReadBundleConfig, RefusesFifoAndDirectory) {
+  TempDir d;
+  ASSERT_EQ(::mkfifo(d.sub("config.json").c_str(), 0600), 0);
+  auto text = read_bundle_config(d.path());  // must not block on the FIFO
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().message.find("not a regular file"), std::string::npos);
+  TempDir e;
+  std::filesystem::create_directory(e.sub("config.json"));
+  EXPECT_FALSE(read_bundle_config(e.path()));
+}
+
+TEST(ReadBundleConfig, MissingAndRelative) {
+  TempDir d;
+  auto t = read_bundle_config(d.path());
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().code, ENOENT);
+  EXPECT_FALSE(read_bundle_config("relative/bundle"));
+  EXPECT_FALSE(read_bundle_config(d.path() + "/../x"));
+}
+
+TEST(ParseConfig, RejectsMalformedDevices) {
+  for (const json& devs : {json(json::object()),
+                           json{{{"path", "dev/x"}, {"type", "c"}, {"major", 1}, {"minor", 3}}},
+                           json{{{"path", "/dev/x"}, {"type", "z"}, {"major", 1}, {"minor", 3}}},
+                           json{{{"path", "/dev/x"}, {"type", "c"}, {"major", -1}, {"minor", 3}}},
+                           json{{{"path", "/dev/x"}, {"type", "c"}, {"major", "1"}}}}) {
+    auto cfg = parse_config(make_config(devs).dump());
+    EXPECT_FALSE(cfg) << devs.dump();
+  }
+  EXPECT_FALSE(parse_config("{\"mounts\": {}}"));
+  EXPECT_FALSE(parse_config("{\"mounts\": [{\"source\": \"/x\"}]}"));
+  EXPECT_FALSE(parse_config("{\"linux\": {\"cgroupsPath\": 7}}"));
+  EXPECT_FALSE(parse_config("not json"));
+  EXPECT_TRUE(parse_config("{}"));
+}
+
+// ---------------------------------------------------------------- devices
+
+struct Root {
+  TempDir dir;
+  UniqueFd fd;
+  Root() : fd(std::move(*fs::open_dir(dir.path()))) {}
+};
+
+UniqueFd host_root() { return std::move(*fs::open_dir("/")); }
+
+TEST(InjectedDevices, ParsesBothForms) {
+  auto d = parse_injected_devices(R"(["/dev/null", {"path":"/dev/gpu0","hostPath":"/dev/nvidia0"}])");
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_EQ((*d)[0].host_path, "/dev/null");
+  EXPECT_EQ((*d)[1].path, "/dev/gpu0");
+  EXPECT_EQ((*d)[1].host_path, "/dev/nvidia0");
+}
+
+TEST(InjectedDevices, RefusesMalformed) {
+  for (const char* v : {"", "{}", "[1]", "[\"dev/null\"]", "[\"/dev/../etc/passwd\"]",
+                        "[{\"hostPath\":\"/dev/null\"}]", "[{\"path\":\"/dev/x\",\"hostPath\":3}]"}) {
+    EXPECT_FALSE(parse_injected_devices(v)) << v;
+  }
+}
+
+TEST(InjectedDevices, StateAnnotationWins) {
+  auto d = injected_devices({{std::string(kInjectedDevicesAnnotation), "[\"/dev/zero\"]"}},
+                            {{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"}});
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->size(), 1u);
+  EXPECT_EQ((*d)[0].path, "/dev/zero");
+  auto none = injected_devices({}, {});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(CheckDevices, HostCharDevicesMatch) {
+  // /dev/null is 1:3 and /dev/zero 1:5 on every Linux (devices.txt).
+  auto root = host_root();
+  std::vector<OciDevice> spec = {{"/dev/null", "c", 1, 3}, {"/dev/zero", "c", 1, 5},
+                                 {"/dev/other", "c", 9, 9}};
+  auto n = check_devices(root.get(), {{"/dev/null", "/dev/null"}, {"/dev/zero", "/dev/zero"}}, spec);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 2u);
+  // A device under another container path, backed by a host node.
+  spec.push_back({"/dev/gpu0", "c", 1, 3});
+  EXPECT_TRUE(check_devices(root.get(), {{"/dev/gpu0", "/dev/null"}}, spec));
+  // Not listed, not checked: /dev/other does not exist on the host.
+  EXPECT_TRUE(check_devices(root.get(), {}, spec));
+}
+
+TEST(CheckDevices, WrongNumbersOrType) {
+  auto root = host_root();
+  auto minor = check_devices(root.get(), {{"/dev/null", "/dev/null"}}, {{"/dev/null", "c", 1, 4}});
+  ASSERT_FALSE(minor);
+  EXPECT_NE(minor.error().message.find("is 1:3, but config.json says 1:4"), std::string::npos)
+      << minor.error().message;
+  auto type = check_devices(root.get(), {{"/dev/null", "/dev/null"}}, {{"/dev/null", "b", 1, 3}});
+  ASSERT_FALSE(type);
+  EXPECT_NE(type.error().message.find("a character device"), std::string::npos);
+  // "u" (unbuffered) is a character device too.
+  EXPECT_TRUE(check_devices(root.get(), {{"/dev/null", "/dev/null"}}, {{"/dev/null", "u", 1, 3}}));
+}
+
+TEST(CheckDevices, RegularFileIsAnError) {
+  Root r;
+  r.dir.write("dev/fake", "not a device");
+  auto n = check_devices(r.fd.get(), {{"/dev/fake", "/dev/fake"}}, {{"/dev/fake", "c", 1, 3}});
+  ASSERT_FALSE(n);
+  EXPECT_NE(n.error().message.find("is a regular file, but config.json says type 'c'"),
+            std::string::npos)
+      << n.error().message;
+}
+
+TEST(CheckDevices, FifoAndMissingAndSymlink) {
+  Root r;
+  std::filesystem::create_directory(r.dir.sub("dev"));
+  ASSERT_EQ(::mkfifo(r.dir.sub("dev/pipe").c_str(), 0600), 0);
+  // A FIFO has no numbers: 0:0 in the spec is not compared.
+  EXPECT_TRUE(check_devices(r.fd.get(), {{"/dev/pipe", "/dev/pipe"}}, {{"/dev/pipe", "p", 0, 0}}));
+  auto missing = check_devices(r.fd.get(), {{"/dev/gone", "/dev/gone"}}, {{"/dev/gone", "c", 1, 3}});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ENOENT);
+  // A symlink at the last component or in the middle is refused, never followed.
+  ASSERT_EQ(::symlink("pipe", r.dir.sub("dev/link").c_str()), 0);
+  auto link = check_devices(r.fd.get(), {{"/dev/link", "/dev/link"}}, {{"/dev/link", "p", 0, 0}});
+  EXPECT_FALSE(link);
+  ASSERT_EQ(::symlink("dev", r.dir.sub("devlink").c_str()), 0);
+  auto mid = check_devices(r.fd.get(), {{"/dev/pipe", "/devlink/pipe"}}, {{"/dev/pipe", "p", 0, 0}});
+  EXPECT_FALSE(mid);
+}
+
+TEST(CheckDevices, ListedButNotInSpec) {
+  auto root = host_root();
+  auto n = check_devices(root.get(), {{"/dev/null", "/dev/null"}}, {});
+  ASSERT_FALSE(n);
+  EXPECT_NE(n.error().message.find("has no such entry"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- pod uid, args
+
+TEST(PodUid, Sources) {
+  EXPECT_EQ(*pod_uid_from_annotations({{"io.kubernetes.pod.uid", "u1"}}), "u1");
+  EXPECT_EQ(*pod_uid_from_annotations({{"io.kubernetes.cri.sandbox-uid", "u2"}}), "u2");
+  EXPECT_EQ(*pod_uid_from_annotations(
+                {{"io.kubernetes.cri-o.Labels", R"({"io.kubernetes.pod.uid":"u3","x":"y"})"}}),
+            "u3");
+  EXPECT_EQ(*pod_uid_from_annotations({}), "");
+  EXPECT_FALSE(pod_uid_from_annotations({{"io.kubernetes.cri-o.Labels", "nope"}}));
+  EXPECT_FALSE(pod_uid_from_annotations({{"io.kubernetes.pod.uid", "a/b"}}));
+}
+
+TEST(ParseArgs, StagesAndFlags) {
+  auto o = parse_args({"--strict", "--timeout-ms", "250", "--socket", "/s.sock", "poststop"});
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_TRUE(o->strict);
+  EXPECT_EQ(o->timeout.count(), 250);
+  EXPECT_EQ(o->socket_path, "/s.sock");
+  EXPECT_EQ(o->stage, Stage::Poststop);
+  EXPECT_EQ(parse_args({"prestart"})->stage, Stage::CreateRuntime);
+  EXPECT_FALSE(parse_args({}));
+  EXPECT_FALSE(parse_args({"poststart"}));
+  EXPECT_FALSE(parse_args({"createRuntime", "poststop"}));
+  EXPECT_FALSE(parse_args({"--timeout-ms", "0", "poststop"}));
+  EXPECT_FALSE(parse_args({"--timeout-ms"}));
+  EXPECT_FALSE(parse_args({"--socket", "rel", "poststop"}));
+  EXPECT_FALSE(parse_args({"--bogus", "poststop"}));
+}
+
+// ---------------------------------------------------------------- run()
+
+class RecordingLabeler : public MountLabeler {
+ public:
+  Result<size_t> label(const OciConfig&, const std::vector<OciMount>& mounts) override {
+    calls++;
+    for (const auto& m : mounts) sources.push_back(m.source);
+    return mounts.size();
+  }
+  int calls = 0;
+  std::vector<std::string> sources;
+};
+
+struct Bundle {
+  TempDir dir;
+  std::string sock = dir.sub("podshim.sock");
+  explicit Bundle(const json& config = make_config()) { dir.write("config.json", config.dump()); }
+};
+
+TEST(Run, CreateRuntimeRegistersAndPoststopDeregisters) {
+  json ann = {{"io.kubernetes.pod.uid", "pod-uid-1"},
+              {std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"},
+              {std::string(kInjectedMountsAnnotation), "[\"/usr/lib/cdi-lib\"]"}};
+  Bundle b(make_config({{{"path", "/dev/null"}, {"type", "c"}, {"major", 1}, {"minor", 3}}}, ann));
+  FakeServer server(b.sock);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+  RecordingLabeler labeler;
+  auto root = host_root();
+  Options o;
+  o.stage = Stage::CreateRuntime;
+  auto out = run(o, make_state(b.dir.path(), "creating", ann).dump(), {root.get(), reg.get(), &labeler});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->registered);
+  EXPECT_EQ(out->devices_checked, 1u);
+  EXPECT_EQ(labeler.sources, std::vector<std::string>{"/opt/vendor/lib"});
+  EXPECT_TRUE(out->warnings.empty());
+
+  o.stage = Stage::Poststop;
+  auto stop = run(o, make_state(b.dir.path(), "stopped").dump(), {root.get(), reg.get(), &labeler});
+  ASSERT_TRUE(stop) << stop.error().message;
+  EXPECT_TRUE(stop->deregistered);
+
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].target, "/v1/containers");
+  json body = json::parse(reqs[0].body);
+  EXPECT_EQ(body["id"], "ctr1");
+  EXPECT_EQ(body["cgroupPath"], "/kubepods/pod-uid-1/ctr1");
+  EXPECT_EQ(body["podUid"], "pod-uid-1");
+  EXPECT_EQ(body["pid"], 4242);
+  EXPECT_EQ(body["source"], "hook");
+  EXPECT_EQ(body["annotations"]["io.kubernetes.pod.uid"], "pod-uid-1");
+  EXPECT_EQ(reqs[1].method, "DELETE");
+  EXPECT_EQ(reqs[1].target, "/v1/containers/ctr1");
+  EXPECT_EQ(reqs[1].body, "");
+}
+
+TEST(Run, TwiceIsHarmless) {
+  Bundle b;
+  FakeServer server(b.sock);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+  auto root = host_root();
+  Options o;
+  for (int i = 0; i < 2; ++i) {
+    auto out = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+    ASSERT_TRUE(out) << out.error().message;
+    EXPECT_TRUE(out->registered);
+  }
+  // Deregistering a container podshimd no longer knows (404) still succeeds.
+  server.set_status(404);
+  o.stage = Stage::Poststop;
+  for (int i = 0; i < 2; ++i) {
+    auto out = run(o, make_state(b.dir.path(), "stopped").dump(), {root.get(), reg.get(), nullptr});
+    ASSERT_TRUE(out) << out.error().message;
+    EXPECT_TRUE(out->deregistered);
+    EXPECT_TRUE(out->warnings.empty());
+  }
+  EXPECT_EQ(server.requests().size(), 4u);
+}
+
+TEST(Run, PodshimdAwayIsAWarningUnlessStrict) {
+  Bundle b;  // no server listening on b.sock
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(500));
+  auto root = host_root();
+  Options o;
+  auto out = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(out->registered);
+  ASSERT_EQ(out->warnings.size(), 1u);
+  EXPECT_NE(out->warnings[0].find("registering with podshimd"), std::string::npos);
+  o.strict = true;
+  auto strict = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+  ASSERT_FALSE(strict);
+  EXPECT_EQ(strict.error().code, ENOENT);
+}
+
+TEST(Run, SilentServerTimesOut) {
+  Bundle b;
+  FakeServer server(b.sock, 200, /*silent=*/true);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(200));
+  auto root = host_root();
+  Options o;
+  o.strict = true;
+  auto out = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ETIMEDOUT) << out.error().message;
+}
+
+TEST(Run, ServerRefusalIsAWarningUnlessStrict) {
+  Bundle b;
+  FakeServer server(b.sock, 400);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+  auto root = host_root();
+  Options o;
+  auto out = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+  ASSERT_TRUE(out);
+  ASSERT_EQ(out->warnings.size(), 1u);
+  EXPECT_NE(out->warnings[0].find("HTTP 400"), std::string::npos) << out->warnings[0];
+  o.strict = true;
+  EXPECT_FALSE(run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr}));
+}
+
+TEST(Run, StageMustMatchStatus) {
+  Bundle b;
+  auto root = host_root();
+  Options o;
+  auto out = run(o, make_state(b.dir.path(), "stopped").dump(), {root.get(), nullptr, nullptr});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message.find("expected 'creating'"), std::string::npos);
+  o.stage = Stage::Poststop;
+  EXPECT_FALSE(run(o, make_state(b.dir.path(), "creating").dump(), {root.get(), nullptr, nullptr}));
+}
+
+TEST(Run, NothingHalfDoneOnBadDevice) {
+  // The device check fails: no labelling and no registration may happen.
+  json ann = {{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"},
+              {std::string(kInjectedMountsAnnotation), "[\"/usr/lib/cdi-lib\"]"}};
+  Bundle b(make_config({{{"path", "/dev/null"}, {"type", "c"}, {"major", 1}, {"minor", 7}}}, ann));
+  FakeServer server(b.sock);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+  RecordingLabeler labeler;
+  auto root = host_root();
+  auto out = run(Options{}, make_state(b.dir.path()).dump(), {root.get(), reg.get(), &labeler});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(labeler.calls, 0);
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(Run, BadAnnotationsRefusedBeforeAnyEffect) {
+  for (const json& ann : {json{{std::string(kInjectedMountsAnnotation), "[\"/not/mounted\"]"}},
+                          json{{std::string(kInjectedMountsAnnotation), "nope"}},
+                          json{{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"}},
+                          json{{"io.kubernetes.cri-o.Labels", "{"}}}) {
+    Bundle b(make_config(json::array(), ann));
+    FakeServer server(b.sock);
+    auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+    RecordingLabeler labeler;
+    auto root = host_root();
+    auto out = run(Options{}, make_state(b.dir.path()).dump(), {root.get(), reg.get(), &labeler});
+    EXPECT_FALSE(out) << ann.dump();
+    EXPECT_EQ(labeler.calls, 0);
+    EXPECT_TRUE(server.requests().empty());
+  }
+}
+
+TEST(Run, RecordsState) {
+  Bundle b;
+  auto root = host_root();
+  Options o;
+  o.record_path = b.dir.sub("record.jsonl");
+  ASSERT_TRUE(run(o, make_state(b.dir.path()).dump(), {root.get(), nullptr, nullptr}));
+  o.stage = Stage::Poststop;
+  ASSERT_TRUE(run(o, make_state(b.dir.path(), "stopped").dump(), {root.get(), nullptr, nullptr}));
+  std::ifstream in(o.record_path);
+  std::string l1, l2;
+  std::getline(in, l1);
+  std::getline(in, l2);
+  EXPECT_EQ(json::parse(l1)["stage"], "createRuntime");
+  EXPECT_EQ(json::parse(l1)["status"], "creating");
+  EXPECT_EQ(json::parse(l2)["stage"], "poststop");
+  EXPECT_EQ(json::parse(l2)["id"], "ctr1");
+}
+
+// ---------------------------------------------------------------- labelling
+
+TEST(Labeler, SelectsOnlyListedMounts) {
+  auto cfg = parse_config(make_config().dump());
+  ASSERT_TRUE(cfg);
+  auto none = injected_mounts(*cfg, {});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  auto one = injected_mounts(*cfg, {{std::string(kInjectedMountsAnnotation), "[\"/usr/lib/cdi-lib\"]"}});
+  ASSERT_TRUE(one) << one.error().message;
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].source, "/opt/vendor/lib");
+  // /proc's source "proc" is not a host path: refusing it beats labelling "./proc".
+  EXPECT_FALSE(injected_mounts(*cfg, {{std::string(kInjectedMountsAnnotation), "[\"/proc\"]"}}));
+}
+
+TEST(Labeler, NoOpWhenSelinuxDisabled) {
+  selinux::set_enabled_override_for_testing(false);
+  auto cfg = parse_config(make_config().dump());
+  cfg->mount_label = "system_u:object_r:container_file_t:s0:c1,c2";
+  auto labeler = make_selinux_labeler();
+  auto n = labeler->label(*cfg, cfg->mounts);
+  selinux::set_enabled_override_for_testing(std::nullopt);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 0u);
+}
+
+}  // namespace
+}  // namespace podshim::hook
