@@ -53,11 +53,19 @@ class Actuator {
   virtual bool is_shrink_refused(const Error& e) const;
 };
 
+// Which requests/limits a resize asks to remove (always Infeasible, as the
+// apiserver says "resource limits cannot be removed").
+struct Removals {
+  bool cpu_request = false, cpu_limit = false, memory_request = false, memory_limit = false;
+  bool any() const { return cpu_request || cpu_limit || memory_request || memory_limit; }
+};
+
 // A container resize: new resources plus, optionally, a new resizePolicy.
-// Unset resource fields keep their allocated value.
+// Unset resource fields keep their desired (spec) value.
 struct ContainerResize {
   std::string container_id;
   K8sResources resources;
+  Removals remove;
   std::optional<ResizePolicy> cpu_policy;
   std::optional<ResizePolicy> memory_policy;
 };

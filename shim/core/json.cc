@@ -1,0 +1,244 @@
+#include "shim/core/json.h"
+
+namespace podshim::core {
+
+using nlohmann::json;
+
+namespace {
+
+void put_opt(json& j, const char* key, const std::optional<int64_t>& v) {
+  if (v) j[key] = *v;
+}
+
+json to_json(const Condition& c, std::string_view type) {
+  return json{{"type", type},
+              {"status", "True"},
+              {"reason", c.reason},
+              {"message", c.message},
+              {"observedGeneration", c.observed_generation},
+              {"lastTransitionTimeUnixMs", c.last_transition_unix_ms}};
+}
+
+json to_json(const ActualResources& a) {
+  json j = core::to_json(a.resources);
+  j["memoryCurrentBytes"] = a.memory_current;
+  j["oomKill"] = a.oom_kill;
+  j["readUnixMs"] = a.read_unix_ms;
+  return j;
+}
+
+// Typed field access that names the field on error; exceptions from
+// nlohmann stay inside this file.
+template <typename T>
+Result<void> get(const json& j, const char* key, T* out, bool required = false) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return fail(EINVAL, "missing field '{}'", key);
+    return {};
+  }
+  try {
+    *out = it->get<T>();
+  } catch (const json::exception&) {
+    return fail(EINVAL, "field '{}' has the wrong type ({})", key, it->type_name());
+  }
+  return {};
+}
+
+Result<void> get_opt(const json& j, const char* key, std::optional<int64_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer()) return fail(EINVAL, "field '{}' must be an integer", key);
+  int64_t v = it->get<int64_t>();
+  if (v < 0) return fail(EINVAL, "field '{}' must not be negative ({})", key, v);
+  *out = v;
+  return {};
+}
+
+Result<std::optional<ActualResources>> actual_from_json(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::optional<ActualResources>{};
+  if (!it->is_object()) return fail(EINVAL, "field '{}' must be an object", key);
+  ActualResources a;
+  auto r = resources_from_json(*it);
+  if (!r) return wrap(r, key);
+  a.resources = *r;
+  PODSHIM_TRY(get(*it, "memoryCurrentBytes", &a.memory_current));
+  PODSHIM_TRY(get(*it, "oomKill", &a.oom_kill));
+  PODSHIM_TRY(get(*it, "readUnixMs", &a.read_unix_ms));
+  return std::optional<ActualResources>(a);
+}
+
+Result<std::optional<Condition>> condition_from_json(const json& list, std::string_view type) {
+  for (const auto& c : list) {
+    if (!c.is_object() || c.value("type", "") != type) continue;
+    Condition out;
+    PODSHIM_TRY(get(c, "reason", &out.reason));
+    PODSHIM_TRY(get(c, "message", &out.message));
+    PODSHIM_TRY(get(c, "observedGeneration", &out.observed_generation));
+    PODSHIM_TRY(get(c, "lastTransitionTimeUnixMs", &out.last_transition_unix_ms));
+    return std::optional<Condition>(out);
+  }
+  return std::optional<Condition>{};
+}
+
+}  // namespace
+
+json to_json(const K8sResources& r) {
+  json j = json::object();
+  put_opt(j, "cpuRequestMilli", r.cpu_request_milli);
+  put_opt(j, "cpuLimitMilli", r.cpu_limit_milli);
+  put_opt(j, "memoryRequestBytes", r.memory_request_bytes);
+  put_opt(j, "memoryLimitBytes", r.memory_limit_bytes);
+  return j;
+}
+
+json to_json(const Pod& p) {
+  json j{{"uid", p.uid},
+         {"sandboxId", p.sandbox_id},
+         {"name", p.name},
+         {"namespace", p.namespace_},
+         {"cgroupPath", p.cgroup_path},
+         {"qosClass", to_string(p.qos)},
+         {"resources", to_json(p.resources)},
+         {"annotations", p.annotations},
+         {"labels", p.labels},
+         {"source", to_string(p.source)}};
+  j["actual"] = p.actual ? to_json(*p.actual) : json(nullptr);
+  return j;
+}
+
+json to_json(const Container& c) {
+  json conds = json::array();
+  if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
+  if (c.conditions.in_progress) {
+    conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
+  }
+  json devices = json::array();
+  for (const auto& d : c.devices) devices.push_back({{"name", d.cdi_name}, {"nodes", d.node_paths}});
+  json j{{"id", c.id},
+         {"podUid", c.pod_uid},
+         {"name", c.name},
+         {"cgroupPath", c.cgroup_path},
+         {"state", c.state},
+         {"pid", c.pid},
+         {"resizePolicy", {{"cpu", to_string(c.cpu_policy)}, {"memory", to_string(c.memory_policy)}}},
+         {"desired", to_json(c.desired)},
+         {"allocated", to_json(c.allocated)},
+         {"conditions", std::move(conds)},
+         {"restartRequired", c.restart_required},
+         {"generation", c.generation},
+         {"devices", std::move(devices)},
+         {"selinuxMountLabel", c.selinux_mount_label},
+         {"lastError", c.last_error},
+         {"annotations", c.annotations},
+         {"source", to_string(c.source)}};
+  j["actual"] = c.actual ? to_json(*c.actual) : json(nullptr);
+  return j;
+}
+
+json to_json(const Event& e) {
+  json j{{"seq", e.seq}, {"type", to_string(e.type)}, {"timeUnixMs", e.time_unix_ms}};
+  if (e.pod) j["pod"] = to_json(*e.pod);
+  if (e.container) j["container"] = to_json(*e.container);
+  return j;
+}
+
+Result<K8sResources> resources_from_json(const json& j) {
+  if (!j.is_object()) return fail(EINVAL, "resources must be an object");
+  K8sResources r;
+  PODSHIM_TRY(get_opt(j, "cpuRequestMilli", &r.cpu_request_milli));
+  PODSHIM_TRY(get_opt(j, "cpuLimitMilli", &r.cpu_limit_milli));
+  PODSHIM_TRY(get_opt(j, "memoryRequestBytes", &r.memory_request_bytes));
+  PODSHIM_TRY(get_opt(j, "memoryLimitBytes", &r.memory_limit_bytes));
+  return r;
+}
+
+Result<Pod> pod_from_json(const json& j) {
+  if (!j.is_object()) return fail(EINVAL, "pod must be a JSON object");
+  Pod p;
+  PODSHIM_TRY(get(j, "uid", &p.uid, true));
+  PODSHIM_TRY(get(j, "sandboxId", &p.sandbox_id));
+  PODSHIM_TRY(get(j, "name", &p.name));
+  PODSHIM_TRY(get(j, "namespace", &p.namespace_));
+  PODSHIM_TRY(get(j, "cgroupPath", &p.cgroup_path));
+  std::string qos = "BestEffort", source = "api";
+  PODSHIM_TRY(get(j, "qosClass", &qos));
+  auto q = parse_qos(qos);
+  if (!q) return Unexpected(q.error());
+  p.qos = *q;
+  if (j.contains("resources")) {
+    auto r = resources_from_json(j["resources"]);
+    if (!r) return wrap(r, "resources");
+    p.resources = *r;
+  }
+  auto a = actual_from_json(j, "actual");
+  if (!a) return Unexpected(a.error());
+  p.actual = *a;
+  PODSHIM_TRY(get(j, "annotations", &p.annotations));
+  PODSHIM_TRY(get(j, "labels", &p.labels));
+  PODSHIM_TRY(get(j, "source", &source));
+  auto s = parse_source(source);
+  if (!s) return Unexpected(s.error());
+  p.source = *s;
+  return p;
+}
+
+Result<Container> container_from_json(const json& j) {
+  if (!j.is_object()) return fail(EINVAL, "container must be a JSON object");
+  Container c;
+  PODSHIM_TRY(get(j, "id", &c.id, true));
+  PODSHIM_TRY(get(j, "podUid", &c.pod_uid));
+  PODSHIM_TRY(get(j, "name", &c.name));
+  PODSHIM_TRY(get(j, "cgroupPath", &c.cgroup_path));
+  PODSHIM_TRY(get(j, "state", &c.state));
+  PODSHIM_TRY(get(j, "pid", &c.pid));
+  if (auto it = j.find("resizePolicy"); it != j.end() && it->is_object()) {
+    std::string cpu = "NotRequired", mem = "NotRequired";
+    PODSHIM_TRY(get(*it, "cpu", &cpu));
+    PODSHIM_TRY(get(*it, "memory", &mem));
+    auto pc = parse_resize_policy(cpu);
+    if (!pc) return Unexpected(pc.error());
+    auto pm = parse_resize_policy(mem);
+    if (!pm) return Unexpected(pm.error());
+    c.cpu_policy = *pc;
+    c.memory_policy = *pm;
+  }
+  for (const char* key : {"desired", "allocated"}) {
+    if (!j.contains(key)) continue;
+    auto r = resources_from_json(j[key]);
+    if (!r) return wrap(r, key);
+    (std::string_view(key) == "desired" ? c.desired : c.allocated) = *r;
+  }
+  auto a = actual_from_json(j, "actual");
+  if (!a) return Unexpected(a.error());
+  c.actual = *a;
+  if (auto it = j.find("conditions"); it != j.end() && it->is_array()) {
+    auto p = condition_from_json(*it, kPodResizePending);
+    if (!p) return Unexpected(p.error());
+    auto ip = condition_from_json(*it, kPodResizeInProgress);
+    if (!ip) return Unexpected(ip.error());
+    c.conditions.pending = *p;
+    c.conditions.in_progress = *ip;
+  }
+  PODSHIM_TRY(get(j, "restartRequired", &c.restart_required));
+  PODSHIM_TRY(get(j, "generation", &c.generation));
+  if (auto it = j.find("devices"); it != j.end() && it->is_array()) {
+    for (const auto& d : *it) {
+      InjectedDevice dev;
+      PODSHIM_TRY(get(d, "name", &dev.cdi_name, true));
+      PODSHIM_TRY(get(d, "nodes", &dev.node_paths));
+      c.devices.push_back(std::move(dev));
+    }
+  }
+  PODSHIM_TRY(get(j, "selinuxMountLabel", &c.selinux_mount_label));
+  PODSHIM_TRY(get(j, "lastError", &c.last_error));
+  PODSHIM_TRY(get(j, "annotations", &c.annotations));
+  std::string source = "api";
+  PODSHIM_TRY(get(j, "source", &source));
+  auto s = parse_source(source);
+  if (!s) return Unexpected(s.error());
+  c.source = *s;
+  return c;
+}
+
+}  // namespace podshim::core

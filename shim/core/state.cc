@@ -1,0 +1,355 @@
+#include "shim/core/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/fs.h"
+#include "shim/core/json.h"
+
+namespace podshim::core {
+
+namespace {
+
+constexpr std::string_view kPodsDir = "pods";
+constexpr std::string_view kContainersDir = "containers";
+constexpr std::string_view kSuffix = ".json";
+
+bool id_char_ok(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '_' || c == '.';
+}
+
+}  // namespace
+
+int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view to_string(QosClass q) {
+  switch (q) {
+    case QosClass::BestEffort: return "BestEffort";
+    case QosClass::Burstable: return "Burstable";
+    case QosClass::Guaranteed: return "Guaranteed";
+  }
+  return "BestEffort";
+}
+
+Result<QosClass> parse_qos(std::string_view s) {
+  if (s == "BestEffort") return QosClass::BestEffort;
+  if (s == "Burstable") return QosClass::Burstable;
+  if (s == "Guaranteed") return QosClass::Guaranteed;
+  return fail(EINVAL, "invalid QoS class '{}' (want BestEffort, Burstable or Guaranteed)", s);
+}
+
+std::string_view to_string(ResizePolicy p) {
+  return p == ResizePolicy::RestartContainer ? "RestartContainer" : "NotRequired";
+}
+
+Result<ResizePolicy> parse_resize_policy(std::string_view s) {
+  if (s == "NotRequired") return ResizePolicy::NotRequired;
+  if (s == "RestartContainer") return ResizePolicy::RestartContainer;
+  return fail(EINVAL, "invalid resize policy '{}' (want NotRequired or RestartContainer)", s);
+}
+
+std::string_view to_string(Source s) {
+  switch (s) {
+    case Source::Nri: return "nri";
+    case Source::Hook: return "hook";
+    case Source::Api: return "api";
+  }
+  return "api";
+}
+
+Result<Source> parse_source(std::string_view s) {
+  if (s == "nri") return Source::Nri;
+  if (s == "hook") return Source::Hook;
+  if (s == "api") return Source::Api;
+  return fail(EINVAL, "invalid source '{}' (want nri, hook or api)", s);
+}
+
+std::string_view to_string(EventType t) {
+  switch (t) {
+    case EventType::PodUpserted: return "PodUpserted";
+    case EventType::PodRemoved: return "PodRemoved";
+    case EventType::ContainerUpserted: return "ContainerUpserted";
+    case EventType::ContainerRemoved: return "ContainerRemoved";
+  }
+  return "Unknown";
+}
+
+Result<void> validate_id(std::string_view kind, std::string_view id) {
+  if (id.empty()) return fail(EINVAL, "{} must not be empty", kind);
+  if (id.size() > 128) return fail(EINVAL, "{} '{}...' longer than 128 characters", kind, id.substr(0, 32));
+  if (id.front() == '.') return fail(EINVAL, "{} '{}' must not start with '.'", kind, id);
+  for (char c : id) {
+    if (!id_char_ok(c)) return fail(EINVAL, "{} '{}' contains a character outside [A-Za-z0-9_.-]", kind, id);
+  }
+  return {};
+}
+
+QosClass compute_qos(const std::vector<K8sResources>& containers) {
+  // pkg/apis/core/v1/helper/qos.GetPodQOS: no requests/limits anywhere →
+  // BestEffort; every container with cpu and memory limits equal to its
+  // requests → Guaranteed; else Burstable. A limit without a request implies
+  // request = limit (apiserver defaulting).
+  bool any = false, guaranteed = !containers.empty();
+  for (const auto& r : containers) {
+    auto cpu_req = r.cpu_request_milli ? r.cpu_request_milli : r.cpu_limit_milli;
+    auto mem_req = r.memory_request_bytes ? r.memory_request_bytes : r.memory_limit_bytes;
+    if (cpu_req || mem_req || r.cpu_limit_milli || r.memory_limit_bytes) any = true;
+    if (!r.cpu_limit_milli || !r.memory_limit_bytes || cpu_req != r.cpu_limit_milli ||
+        mem_req != r.memory_limit_bytes) {
+      guaranteed = false;
+    }
+  }
+  if (!any) return QosClass::BestEffort;
+  return guaranteed ? QosClass::Guaranteed : QosClass::Burstable;
+}
+
+Store::~Store() = default;
+
+std::unique_ptr<Store> Store::in_memory() { return std::unique_ptr<Store>(new Store()); }
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
+  PODSHIM_TRY(fs::mkdir_p(state_dir, 0700));
+  auto dir = fs::open_dir(state_dir);
+  if (!dir) return wrap(dir, fmt::format("opening state dir {}", state_dir));
+  for (auto sub : {kPodsDir, kContainersDir}) {
+    if (mkdirat(dir->get(), std::string(sub).c_str(), 0700) != 0 && errno != EEXIST) {
+      return fail_errno("creating {}/{}", state_dir, sub);
+    }
+  }
+  std::unique_ptr<Store> s(new Store());
+  s->dirfd_ = std::move(*dir);
+  PODSHIM_TRY(s->load());
+  return s;
+}
+
+Result<void> Store::load() {
+  for (auto sub : {kPodsDir, kContainersDir}) {
+    auto d = fs::open_beneath(dirfd_.get(), sub, O_RDONLY | O_DIRECTORY);
+    if (!d) return wrap(d, fmt::format("opening state {}", sub));
+    int dupfd = fcntl(d->get(), F_DUPFD_CLOEXEC, 0);
+    if (dupfd < 0) return fail_errno("dup state dir");
+    DIR* dp = fdopendir(dupfd);
+    if (!dp) {
+      close(dupfd);
+      return fail_errno("reading state dir {}", sub);
+    }
+    std::vector<std::string> names;
+    while (dirent* de = readdir(dp)) {
+      std::string name = de->d_name;
+      if (name.size() > kSuffix.size() && name.ends_with(kSuffix) && name.front() != '.') {
+        names.push_back(name);
+      }
+    }
+    closedir(dp);
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) {
+      auto bad = [&](const std::string& why) {
+        std::string aside = name + ".corrupt";
+        std::string msg = fmt::format("state file {}/{}: {}; moved aside to {}", sub, name, why, aside);
+        if (renameat(d->get(), name.c_str(), d->get(), aside.c_str()) != 0) {
+          msg = fmt::format("state file {}/{}: {}; moving it aside failed: {}", sub, name, why,
+                            errno_string(errno));
+        }
+        load_warnings_.push_back(std::move(msg));
+      };
+      auto text = fs::read_file_at(d->get(), name, 1 << 20);
+      if (!text) {
+        bad(text.error().message);
+        continue;
+      }
+      nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_discarded()) {
+        bad("invalid JSON");
+        continue;
+      }
+      std::string id = name.substr(0, name.size() - kSuffix.size());
+      if (sub == kPodsDir) {
+        auto p = pod_from_json(j);
+        if (!p) { bad(p.error().message); continue; }
+        if (p->uid != id) { bad(fmt::format("uid '{}' does not match the file name", p->uid)); continue; }
+        pods_.emplace(p->uid, std::move(*p));
+      } else {
+        auto c = container_from_json(j);
+        if (!c) { bad(c.error().message); continue; }
+        if (c->id != id) { bad(fmt::format("id '{}' does not match the file name", c->id)); continue; }
+        containers_.emplace(c->id, std::move(*c));
+      }
+    }
+  }
+  return {};
+}
+
+Result<void> Store::persist(std::string_view dir, std::string_view name, const std::string* json) {
+  if (!dirfd_) return {};
+  std::string rel = fmt::format("{}/{}{}", dir, name, kSuffix);
+  if (json) {
+    auto r = fs::write_file_atomic_at(dirfd_.get(), rel, *json);
+    if (!r) return wrap(r, fmt::format("persisting {}", rel));
+    return {};
+  }
+  if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) {
+    return fail_errno("removing state file {}", rel);
+  }
+  // The unlink must survive a crash too: sync the directory.
+  auto d = fs::open_beneath(dirfd_.get(), dir, O_RDONLY | O_DIRECTORY);
+  if (d) (void)fsync(d->get());
+  return {};
+}
+
+void Store::emit(Event ev) {
+  ev.seq = ++seq_;
+  ev.time_unix_ms = now_unix_ms();
+  for (auto& [h, fn] : subs_) fn(ev);
+}
+
+Result<void> Store::upsert_pod(Pod pod) {
+  PODSHIM_TRY(validate_id("pod uid", pod.uid));
+  std::lock_guard lk(mu_);
+  std::string j = to_json(pod).dump();
+  PODSHIM_TRY(persist(kPodsDir, pod.uid, &j));
+  auto& slot = pods_[pod.uid];
+  slot = std::move(pod);
+  Event ev;
+  ev.type = EventType::PodUpserted;
+  ev.pod = slot;
+  emit(std::move(ev));
+  return {};
+}
+
+Result<bool> Store::remove_pod(std::string_view uid) {
+  PODSHIM_TRY(validate_id("pod uid", uid));
+  std::lock_guard lk(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return false;
+  PODSHIM_TRY(persist(kPodsDir, uid, nullptr));
+  Event ev;
+  ev.type = EventType::PodRemoved;
+  ev.pod = std::move(it->second);
+  pods_.erase(it);
+  emit(std::move(ev));
+  return true;
+}
+
+Result<void> Store::upsert_container(Container c) {
+  PODSHIM_TRY(validate_id("container id", c.id));
+  if (!c.pod_uid.empty()) PODSHIM_TRY(validate_id("pod uid", c.pod_uid));
+  std::lock_guard lk(mu_);
+  std::string j = to_json(c).dump();
+  PODSHIM_TRY(persist(kContainersDir, c.id, &j));
+  auto& slot = containers_[c.id];
+  slot = std::move(c);
+  Event ev;
+  ev.type = EventType::ContainerUpserted;
+  ev.container = slot;
+  emit(std::move(ev));
+  return {};
+}
+
+Result<bool> Store::remove_container(std::string_view id) {
+  PODSHIM_TRY(validate_id("container id", id));
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return false;
+  PODSHIM_TRY(persist(kContainersDir, id, nullptr));
+  Event ev;
+  ev.type = EventType::ContainerRemoved;
+  ev.container = std::move(it->second);
+  containers_.erase(it);
+  emit(std::move(ev));
+  return true;
+}
+
+Result<Container> Store::update_container(std::string_view id,
+                                          const std::function<void(Container&)>& fn) {
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return fail(ENOENT, "no container '{}'", id);
+  Container c = it->second;
+  fn(c);
+  c.id = it->first;  // the key is not the callback's to change
+  PODSHIM_TRY(upsert_container(c));
+  return c;
+}
+
+Result<Pod> Store::update_pod(std::string_view uid, const std::function<void(Pod&)>& fn) {
+  std::lock_guard lk(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return fail(ENOENT, "no pod '{}'", uid);
+  Pod p = it->second;
+  fn(p);
+  p.uid = it->first;
+  PODSHIM_TRY(upsert_pod(p));
+  return p;
+}
+
+std::optional<Pod> Store::pod(std::string_view uid) const {
+  std::lock_guard lk(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Container> Store::container(std::string_view id) const {
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<Pod> Store::pods() const {
+  std::lock_guard lk(mu_);
+  std::vector<Pod> out;
+  out.reserve(pods_.size());
+  for (const auto& [k, v] : pods_) out.push_back(v);
+  return out;
+}
+
+std::vector<Container> Store::containers() const {
+  std::lock_guard lk(mu_);
+  std::vector<Container> out;
+  out.reserve(containers_.size());
+  for (const auto& [k, v] : containers_) out.push_back(v);
+  return out;
+}
+
+std::vector<Container> Store::containers_of(std::string_view pod_uid) const {
+  std::lock_guard lk(mu_);
+  std::vector<Container> out;
+  for (const auto& [k, v] : containers_) {
+    if (v.pod_uid == pod_uid) out.push_back(v);
+  }
+  return out;
+}
+
+size_t Store::container_count() const {
+  std::lock_guard lk(mu_);
+  return containers_.size();
+}
+
+uint64_t Store::last_seq() const {
+  std::lock_guard lk(mu_);
+  return seq_;
+}
+
+uint64_t Store::subscribe(Subscriber fn) {
+  std::lock_guard lk(mu_);
+  uint64_t h = next_sub_++;
+  subs_.emplace(h, std::move(fn));
+  return h;
+}
+
+void Store::unsubscribe(uint64_t handle) {
+  std::lock_guard lk(mu_);
+  subs_.erase(handle);
+}
+
+}  // namespace podshim::core

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "shim/core/config.h"
+
+namespace podshim::core {
+namespace {
+
+TEST(Config, EmptyIsDefaults) {
+  auto c = parse_config("", "t.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->socket_path, "/run/podshim/podshim.sock");
+  EXPECT_EQ(c->socket_mode, 0660u);
+  EXPECT_EQ(c->access.size(), 2u);
+  EXPECT_FALSE(c->allocatable_cpu_milli);
+}
+
+TEST(Config, FullExample) {
+  auto c = parse_config(R"(
+log_level: debug
+socket: {path: /tmp/x.sock, group: podshim, mode: "0640", admin_group: wheel}
+access:
+  - {path: "/metrics", methods: [GET], uids: [0, 1000]}
+  - {methods: ["*"], groups: ["@admin"]}
+http: {timeout_seconds: 5, max_body_bytes: 4096, max_connections: 8}
+state_dir: /tmp/state
+cgroup: {root: /tmp/cg, driver: systemd, weight_formula: linear, shrink_timeout_ms: 500, shrink_headroom: 4Mi}
+node: {allocatable: {cpu: "1500m", memory: 2Gi}}
+nri: {enabled: false, socket: /tmp/nri.sock, plugin_index: "05"}
+cdi: {spec_dirs: [/etc/cdi]}
+selinux: {file_type: svirt_sandbox_file_t}
+hook: {strict: true, timeout_ms: 100}
+)", "t.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->log_level, log::Level::Debug);
+  EXPECT_EQ(c->socket_mode, 0640u);
+  EXPECT_EQ(c->access.size(), 2u);
+  EXPECT_EQ(c->access[0].uids, (std::vector<uid_t>{0, 1000}));
+  EXPECT_EQ(c->cgroup_driver, cgroup::DriverKind::Systemd);
+  EXPECT_EQ(c->weight_formula, cgroup::WeightFormula::Linear);
+  EXPECT_EQ(c->shrink_headroom_bytes, 4u << 20);
+  EXPECT_EQ(c->allocatable_cpu_milli, 1500);
+  EXPECT_EQ(c->allocatable_memory_bytes, int64_t{2} << 30);
+  EXPECT_FALSE(c->nri_enabled);
+  EXPECT_EQ(c->nri_plugin_index, "05");
+  EXPECT_TRUE(c->hook_strict);
+}
+
+TEST(Config, UnknownKeysAreNamed) {
+  struct { const char* yaml; const char* key; } cases[] = {
+      {"sockt: {}", "'sockt'"},
+      {"socket: {grop: x}", "'socket.grop'"},
+      {"node: {allocatable: {gpu: 1}}", "'node.allocatable.gpu'"},
+      {"access: [{methods: [GET], user: 1}]", "'access[0].user'"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_config(c.yaml, "cfg.yaml");
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find(c.key), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("cfg.yaml"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Config, BadValues) {
+  for (const char* y : {"socket: {mode: \"0666\"}", "socket: {path: relative}", "cgroup: {driver: lxc}",
+                        "cgroup: {shrink_timeout_ms: 5000}", "node: {allocatable: {cpu: lots}}",
+                        "nri: {plugin_index: 7}", "log_level: loud", "[1, 2", "hook: {strict: maybe}"}) {
+    auto r = parse_config(y, "c");
+    EXPECT_FALSE(r) << y;
+  }
+}
+
+TEST(Config, MissingFile) {
+  auto d = load_config("/nonexistent/podshim.yaml", false);
+  ASSERT_TRUE(d);
+  auto e = load_config("/nonexistent/podshim.yaml", true);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("/nonexistent/podshim.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace podshim::core

@@ -1,0 +1,219 @@
+#include <gtest/gtest.h>
+
+#include "shim/core/metrics.h"
+#include "shim/core/resize.h"
+
+namespace podshim::core {
+namespace {
+
+constexpr int64_t Mi = 1 << 20;
+
+class FakeActuator : public Actuator {
+ public:
+  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
+    calls.push_back(req);
+    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with});
+    cgroup::ResizeReport r;
+    r.bytes_reclaimed = 4096;
+    for (const auto& c : req.containers) last[c.cgroup_path] = c.desired;
+    if (req.pod) last[req.pod->cgroup_path] = req.pod->desired;
+    return r;
+  }
+  Result<cgroup::Actual> read_actual(const std::string& path) override {
+    cgroup::Actual a;
+    auto it = last.find(path);
+    if (it == last.end()) return fail(ENOENT, "no {}", path);
+    a.cpu_request_milli = it->second.cpu_request_milli;
+    a.cpu_limit_milli = it->second.cpu_limit_milli;
+    a.memory_limit_bytes = it->second.memory_limit_bytes;
+    a.memory_current = 7;
+    return a;
+  }
+  std::vector<cgroup::PodResizeRequest> calls;
+  std::map<std::string, K8sResources> last;
+  std::string fail_with;
+};
+
+class ResizeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store = Store::in_memory();
+    Pod p;
+    p.uid = "p1";
+    p.cgroup_path = "/kubepods/burstable/podp1";
+    p.qos = QosClass::Burstable;
+    ASSERT_TRUE(store->upsert_pod(p));
+    add("c1", "p1", {250, 500, 64 * Mi, 128 * Mi});
+    add("other", "p2", {1000, std::nullopt, 512 * Mi, std::nullopt});
+    mgr = std::make_unique<ResizeManager>(*store, act, NodeAllocatable{4000, 1024 * Mi}, &metrics);
+  }
+  void add(std::string id, std::string pod, K8sResources r) {
+    Container c;
+    c.id = id;
+    c.pod_uid = pod;
+    c.cgroup_path = "/kubepods/burstable/pod" + pod + "/" + id;
+    c.desired = c.allocated = r;
+    ASSERT_TRUE(store->upsert_container(c));
+  }
+  Result<ResizeResult> resize(K8sResources r, std::optional<ResizePolicy> mem_policy = {}) {
+    ContainerResize req;
+    req.container_id = "c1";
+    req.resources = r;
+    req.memory_policy = mem_policy;
+    return mgr->resize_container(req);
+  }
+  Container c1() { return *store->container("c1"); }
+
+  std::unique_ptr<Store> store;
+  FakeActuator act;
+  Metrics metrics;
+  std::unique_ptr<ResizeManager> mgr;
+};
+
+TEST_F(ResizeTest, AppliedClearsConditionsAndReadsBack) {
+  auto r = resize({std::nullopt, 800, std::nullopt, 256 * Mi});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+  EXPECT_EQ(r->generations.at("c1"), 1);
+  ASSERT_EQ(act.calls.size(), 1u);
+  ASSERT_EQ(act.calls[0].containers.size(), 1u);
+  EXPECT_EQ(act.calls[0].containers[0].desired.cpu_limit_milli, 800);
+  EXPECT_EQ(act.calls[0].containers[0].desired.cpu_request_milli, 250);  // kept
+  ASSERT_TRUE(act.calls[0].pod);  // pod cgroup follows the container sums
+  EXPECT_EQ(act.calls[0].pod->desired.memory_limit_bytes, 256 * Mi);
+  auto c = c1();
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 256 * Mi);
+  ASSERT_TRUE(c.actual);
+  EXPECT_EQ(c.actual->resources.cpu_limit_milli, 800);
+  EXPECT_TRUE(c.conditions.empty());
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
+  EXPECT_EQ(metrics.bytes_reclaimed.value(), 4096);
+  EXPECT_EQ(metrics.resize_latency.count(), 1u);
+}
+
+TEST_F(ResizeTest, InfeasibleBeyondNodeCapacity) {
+  auto r = resize({std::nullopt, std::nullopt, 2048 * Mi, 2048 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Infeasible);
+  EXPECT_NE(r->message.find("Node didn't have enough capacity: memory"), std::string::npos) << r->message;
+  auto c = c1();
+  ASSERT_TRUE(c.conditions.pending);
+  EXPECT_EQ(c.conditions.pending->reason, "Infeasible");
+  EXPECT_EQ(c.conditions.pending->observed_generation, 1);
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 128 * Mi);  // not allocated
+  EXPECT_EQ(c.desired.memory_limit_bytes, 2048 * Mi);   // but desired
+  EXPECT_TRUE(act.calls.empty());
+}
+
+TEST_F(ResizeTest, InfeasibleWhenQosWouldChange) {
+  // Burstable → Guaranteed (requests == limits for cpu and memory).
+  auto r = resize({500, 500, 128 * Mi, 128 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Infeasible);
+  EXPECT_NE(r->message.find("QOS"), std::string::npos);
+}
+
+TEST_F(ResizeTest, InfeasibleWhenRemovingLimit) {
+  ContainerResize req;
+  req.container_id = "c1";
+  req.remove.memory_limit = true;
+  auto r = mgr->resize_container(req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Infeasible);
+  EXPECT_NE(r->message.find("cannot be removed"), std::string::npos);
+}
+
+TEST_F(ResizeTest, DeferredWhenOthersHoldTheRoomThenRetried) {
+  // Node 1024Mi; "other" holds 512Mi; asking 600Mi does not fit now.
+  auto r = resize({std::nullopt, std::nullopt, 600 * Mi, 700 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Deferred);
+  EXPECT_EQ(c1().conditions.pending->reason, "Deferred");
+  EXPECT_EQ(c1().allocated.memory_request_bytes, 64 * Mi);
+  // The other container goes away: the deferred resize now fits.
+  ASSERT_TRUE(store->remove_container("other"));
+  mgr->retry_deferred();
+  auto c = c1();
+  EXPECT_TRUE(c.conditions.empty());
+  EXPECT_EQ(c.allocated.memory_request_bytes, 600 * Mi);
+  EXPECT_EQ(c.generation, 1);  // a retry is not a new generation
+}
+
+TEST_F(ResizeTest, DecreaseAdmittedEvenWhenNodeIsFull) {
+  add("hog", "p3", {std::nullopt, std::nullopt, 900 * Mi, std::nullopt});
+  auto r = resize({std::nullopt, std::nullopt, 32 * Mi, std::nullopt});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+}
+
+TEST_F(ResizeTest, RestartContainerIsReportedNotActuated) {
+  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 256 * Mi}, ResizePolicy::RestartContainer);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::RestartRequired);
+  EXPECT_TRUE(act.calls.empty());
+  auto c = c1();
+  EXPECT_TRUE(c.restart_required);
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 256 * Mi);
+  ASSERT_TRUE(c.conditions.in_progress);
+  EXPECT_EQ(c.conditions.in_progress->reason, "");
+  EXPECT_EQ(c.memory_policy, ResizePolicy::RestartContainer);
+}
+
+TEST_F(ResizeTest, ActuationErrorThenClearedOnSuccess) {
+  act.fail_with = "memory limit (33554432) below current usage (90000000)";
+  auto r = resize({std::nullopt, std::nullopt, 16 * Mi, 32 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Error);
+  auto c = c1();
+  ASSERT_TRUE(c.conditions.in_progress);
+  EXPECT_EQ(c.conditions.in_progress->reason, "Error");
+  EXPECT_EQ(c.conditions.in_progress->message, act.fail_with);
+  EXPECT_EQ(c.last_error, act.fail_with);
+  EXPECT_FALSE(c.conditions.pending);  // the e2e test asserts no PodResizePending
+  EXPECT_EQ(metrics.shrinks_refused.value(), 1);
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "error"}}), 1);
+  // Revert to something that works: conditions gone, generation 2.
+  act.fail_with.clear();
+  r = resize({std::nullopt, std::nullopt, 64 * Mi, 128 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+  c = c1();
+  EXPECT_TRUE(c.conditions.empty());
+  EXPECT_TRUE(c.last_error.empty());
+  EXPECT_EQ(c.generation, 2);
+}
+
+TEST_F(ResizeTest, InvalidRequestsAreErrors) {
+  auto r = resize({900, std::nullopt, std::nullopt, std::nullopt});  // request > limit 500
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  ContainerResize req;
+  req.container_id = "ghost";
+  auto g = mgr->resize_container(req);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, ENOENT);
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "invalid"}}), 2);
+}
+
+TEST_F(ResizeTest, PodLevelResize) {
+  PodResize pr;
+  pr.pod_uid = "p1";
+  pr.pod_resources = K8sResources{500, 1000, 128 * Mi, 256 * Mi};
+  auto r = mgr->resize_pod(pr);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+  ASSERT_EQ(act.calls.size(), 1u);
+  ASSERT_TRUE(act.calls[0].pod);
+  EXPECT_EQ(act.calls[0].pod->desired.memory_limit_bytes, 256 * Mi);
+  EXPECT_EQ(store->pod("p1")->resources.cpu_limit_milli, 1000);
+}
+
+TEST(MachineAllocatable, ReadsMemTotal) {
+  auto a = machine_allocatable();
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_GT(a->cpu_milli, 0);
+  EXPECT_GT(a->memory_bytes, 0);
+}
+
+}  // namespace
+}  // namespace podshim::core

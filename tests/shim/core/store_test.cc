@@ -1,0 +1,148 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "shim/core/json.h"
+#include "shim/core/state.h"
+
+namespace podshim::core {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/podshim-core-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { stdfs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+Container sample(std::string id) {
+  Container c;
+  c.id = std::move(id);
+  c.pod_uid = "pod-1";
+  c.name = "app";
+  c.cgroup_path = "/kubepods/burstable/podpod-1/" + c.id;
+  c.allocated.cpu_request_milli = 250;
+  c.allocated.memory_limit_bytes = 128 << 20;
+  c.desired = c.allocated;
+  c.generation = 3;
+  c.conditions.in_progress = Condition{"Error", "memory limit (1) below current usage (2)", 3, 42};
+  c.devices.push_back({"vendor.com/gpu=0", {"/dev/gpu0"}});
+  c.annotations["a"] = "b";
+  c.source = Source::Hook;
+  return c;
+}
+
+TEST(Store, PersistsAcrossReopen) {
+  TempDir d;
+  {
+    auto s = Store::open(d.path());
+    ASSERT_TRUE(s) << s.error().message;
+    ASSERT_TRUE((*s)->upsert_container(sample("c1")));
+    ASSERT_TRUE((*s)->upsert_container(sample("c2")));
+    Pod p;
+    p.uid = "pod-1";
+    p.qos = QosClass::Burstable;
+    p.labels["app"] = "x";
+    ASSERT_TRUE((*s)->upsert_pod(p));
+    auto removed = (*s)->remove_container("c2");
+    ASSERT_TRUE(removed);
+    EXPECT_TRUE(*removed);
+  }
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)->load_warnings().empty());
+  auto c = (*s)->container("c1");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(to_json(*c), to_json(sample("c1")));
+  EXPECT_FALSE((*s)->container("c2"));
+  auto p = (*s)->pod("pod-1");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->qos, QosClass::Burstable);
+  EXPECT_EQ(p->labels.at("app"), "x");
+}
+
+TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
+  TempDir d;
+  {
+    auto s = Store::open(d.path());
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->upsert_container(sample("good")));
+  }
+  std::ofstream(d.path() + "/containers/bad.json") << "{not json";
+  std::ofstream(d.path() + "/containers/other.json") << R"({"id":"mismatch"})";
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ((*s)->load_warnings().size(), 2u);
+  EXPECT_TRUE((*s)->container("good"));
+  EXPECT_FALSE((*s)->container("bad"));
+  EXPECT_TRUE(stdfs::exists(d.path() + "/containers/bad.json.corrupt"));
+  EXPECT_FALSE(stdfs::exists(d.path() + "/containers/bad.json"));
+}
+
+TEST(Store, RejectsHostileIds) {
+  auto s = Store::in_memory();
+  for (const std::string& id : std::vector<std::string>{"", "../x", "a/b", ".hidden", std::string(200, 'a'),
+                                                       std::string("a\0b", 3)}) {
+    Container c;
+    c.id = id;
+    auto r = s->upsert_container(c);
+    ASSERT_FALSE(r) << id;
+    EXPECT_EQ(r.error().code, EINVAL);
+  }
+  EXPECT_EQ(s->container_count(), 0u);
+}
+
+TEST(Store, EventsAreNumberedAndOrdered) {
+  auto s = Store::in_memory();
+  std::vector<std::pair<uint64_t, EventType>> seen;
+  auto h = s->subscribe([&](const Event& e) { seen.emplace_back(e.seq, e.type); });
+  ASSERT_TRUE(s->upsert_container(sample("a")));
+  ASSERT_TRUE(s->update_container("a", [](Container& c) { c.state = "running"; }));
+  auto r = s->remove_container("a");
+  ASSERT_TRUE(r && *r);
+  auto again = s->remove_container("a");
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(*again);  // idempotent, no event
+  s->unsubscribe(h);
+  ASSERT_TRUE(s->upsert_container(sample("b")));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(uint64_t{1}, EventType::ContainerUpserted));
+  EXPECT_EQ(seen[1], std::make_pair(uint64_t{2}, EventType::ContainerUpserted));
+  EXPECT_EQ(seen[2], std::make_pair(uint64_t{3}, EventType::ContainerRemoved));
+  EXPECT_EQ(s->last_seq(), 4u);
+}
+
+TEST(Store, UpdateOfMissingContainerIsENOENT) {
+  auto s = Store::in_memory();
+  auto r = s->update_container("nope", [](Container&) {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ENOENT);
+}
+
+TEST(Qos, FollowsKubernetesRules) {
+  K8sResources none;
+  K8sResources g{500, 500, 1 << 20, 1 << 20};
+  K8sResources only_limits{std::nullopt, 500, std::nullopt, 1 << 20};
+  K8sResources b{100, std::nullopt, std::nullopt, std::nullopt};
+  EXPECT_EQ(compute_qos({none}), QosClass::BestEffort);
+  EXPECT_EQ(compute_qos({g}), QosClass::Guaranteed);
+  EXPECT_EQ(compute_qos({only_limits}), QosClass::Guaranteed);
+  EXPECT_EQ(compute_qos({g, b}), QosClass::Burstable);
+  EXPECT_EQ(compute_qos({g, none}), QosClass::Burstable);
+}
+
+}  // namespace
+}  // namespace podshim::core
