@@ -1,0 +1,81 @@
+// podshimctl cgroup-values, called through its registry entry.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "shim/ctl/registry.h"
+
+namespace podshim::ctl {
+namespace {
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+Run run(std::vector<std::string> args) {
+  args.insert(args.begin(), "cgroup-values");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  auto it = registry().find("cgroup-values");
+  EXPECT_NE(it, registry().end());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  int code = it->second.run(static_cast<int>(args.size()), argv.data());
+  return Run{code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
+}
+
+TEST(CgroupValues, PrintsTheStringsWritten) {
+  auto r = run({"--cpu-request", "250m", "--cpu-limit", "500m", "--memory-limit", "128Mi"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu.weight"], "35");
+  EXPECT_EQ(j["cpu.max"], "50000 100000");
+  EXPECT_EQ(j["memory.max"], "134217728");
+  EXPECT_EQ(j["weight_formula"], "quadratic");
+}
+
+TEST(CgroupValues, LinearAndUnsetValues) {
+  auto r = run({"--cpu-request=1", "--weight-formula", "linear"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu.weight"], "39");
+  EXPECT_EQ(j["cpu.max"], "max 100000");
+  EXPECT_EQ(j["memory.max"], "max");
+}
+
+TEST(CgroupValues, WeightFollowsLimitWithoutRequest) {
+  auto r = run({"--cpu-limit", "2"});
+  ASSERT_EQ(r.code, kExitOk);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu.weight"], "174");
+  EXPECT_EQ(j["cpu.max"], "200000 100000");
+  r = run({});
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu.weight"], "1");  // MinShares
+}
+
+TEST(CgroupValues, SystemdRounding) {
+  auto r = run({"--cpu-limit", "125m", "--cgroup-driver", "systemd"});
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cpu.max"], "13000 100000");
+}
+
+TEST(CgroupValues, BadInputIsAUsageError) {
+  for (std::vector<std::string> a : std::vector<std::vector<std::string>>{
+           {"--cpu-request", "lots"}, {"--memory-limit", "-1Gi"}, {"--weight-formula", "cubic"},
+           {"--cpu-limit"}, {"--frobnicate", "1"}}) {
+    auto r = run(a);
+    EXPECT_EQ(r.code, kExitUsage) << a[0];
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_NE(r.err.find("cgroup-values"), std::string::npos);
+  }
+  auto r = run({"--cpu-request", "lots"});
+  EXPECT_NE(r.err.find("'lots'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace podshim::ctl
