@@ -1,7 +1,7 @@
 // Kubernetes quantities for the status API and config ("100m", "1.5Gi").
 //
-// The one place shim/ parses quantities, so switching to base/quantity.h (the
-// cgroup engineer's exact resource.Quantity parser) is a two-line change.
+// Thin names over base/quantity.h (resource.Quantity semantics) plus the
+// short forms podshimctl prints.
 #pragma once
 
 #include <cstdint>
