@@ -13,6 +13,8 @@ pkgs=(
   curl python3 selinux-utils attr
   # CDI differential test and benchmark: the Debian-packaged Go reference (v0.5.2)
   golang-go golang-github-container-orchestrated-devices-container-device-interface-dev
+  # packages: tools/build-packages (dpkg-buildpackage + lintian, rpmbuild)
+  debhelper lintian rpm python3-yaml
   # real-kernel VM rig
   qemu-system-x86 busybox-static cpio
   # OCI runtimes for the hook tests (inside the VM, from the host root)
