@@ -11,6 +11,8 @@ pkgs=(
   libyaml-cpp-dev libselinux1-dev libmicrohttpd-dev libexpected-dev
   # tests and tools
   curl python3 selinux-utils attr
+  # SELinux kernel test: Debian's reference policy, loaded only inside the VM guest
+  selinux-policy-default
   # CDI differential test and benchmark: the Debian-packaged Go reference (v0.5.2)
   golang-go golang-github-container-orchestrated-devices-container-device-interface-dev
   # packages: tools/build-packages (dpkg-buildpackage + lintian, rpmbuild)

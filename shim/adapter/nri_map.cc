@@ -1,0 +1,204 @@
+#include "shim/adapter/nri_map.h"
+
+#include <set>
+
+#include "base/str.h"
+
+#include <nlohmann/json.hpp>
+
+namespace podshim::adapter {
+
+cgroup::LinuxResourceValues linux_values(const api::LinuxResources& r) {
+  cgroup::LinuxResourceValues v;
+  if (r.has_cpu()) {
+    const auto& c = r.cpu();
+    if (c.has_shares()) v.cpu_shares = c.shares().value();
+    if (c.has_quota()) v.cpu_quota = c.quota().value();
+    if (c.has_period()) v.cpu_period = c.period().value();
+  }
+  if (r.has_memory() && r.memory().has_limit()) v.memory_limit = r.memory().limit().value();
+  return v;
+}
+
+cgroup::K8sResources resources_from_nri(const api::LinuxResources& r,
+                                        const cgroup::K8sResources& current) {
+  cgroup::K8sResources out = cgroup::from_linux_resources(linux_values(r), current);
+  // MemoryQoS (KEP-2570) carries the memory request as unified memory.min.
+  auto it = r.unified().find("memory.min");
+  if (it != r.unified().end()) {
+    auto v = str::parse_i64(it->second);
+    if (v && *v > 0) out.memory_request_bytes = *v;
+  }
+  return out;
+}
+
+api::LinuxResources resources_to_nri(const cgroup::K8sResources& r) {
+  api::LinuxResources out;
+  cgroup::LinuxResourceValues v = cgroup::to_linux_resources(r);
+  auto* cpu = out.mutable_cpu();
+  if (v.cpu_shares > 0) cpu->mutable_shares()->set_value(v.cpu_shares);
+  if (r.cpu_limit_milli) {
+    cpu->mutable_quota()->set_value(v.cpu_quota);
+    cpu->mutable_period()->set_value(v.cpu_period ? v.cpu_period : cgroup::kQuotaPeriodUs);
+  }
+  if (r.memory_limit_bytes) out.mutable_memory()->mutable_limit()->set_value(v.memory_limit);
+  return out;
+}
+
+core::QosClass qos_from_cgroup_parent(const std::string& parent) {
+  if (parent.find("besteffort") != std::string::npos) return core::QosClass::BestEffort;
+  if (parent.find("burstable") != std::string::npos) return core::QosClass::Burstable;
+  return core::QosClass::Guaranteed;
+}
+
+Result<core::Pod> pod_from_nri(const api::PodSandbox& p) {
+  PODSHIM_TRY(core::validate_id("pod uid", p.uid()));
+  core::Pod pod;
+  pod.uid = p.uid();
+  pod.sandbox_id = p.id();
+  pod.name = p.name();
+  pod.namespace_ = p.namespace_();
+  pod.cgroup_path = p.linux().cgroup_parent();
+  pod.qos = qos_from_cgroup_parent(pod.cgroup_path);
+  if (p.linux().has_pod_resources()) pod.resources = resources_from_nri(p.linux().pod_resources());
+  pod.annotations = {p.annotations().begin(), p.annotations().end()};
+  pod.labels = {p.labels().begin(), p.labels().end()};
+  pod.source = core::Source::Nri;
+  return pod;
+}
+
+std::string state_name(api::ContainerState s) {
+  switch (s) {
+    case api::CONTAINER_CREATED: return "created";
+    case api::CONTAINER_PAUSED: return "paused";
+    case api::CONTAINER_RUNNING: return "running";
+    case api::CONTAINER_STOPPED: return "stopped";
+    default: return "unknown";
+  }
+}
+
+Result<core::Container> container_from_nri(const api::PodSandbox& pod, const api::Container& ctr) {
+  PODSHIM_TRY(core::validate_id("container id", ctr.id()));
+  PODSHIM_TRY(core::validate_id("pod uid", pod.uid()));
+  core::Container c;
+  c.id = ctr.id();
+  c.pod_uid = pod.uid();
+  c.name = ctr.name();
+  c.cgroup_path = ctr.linux().cgroups_path();
+  c.state = state_name(ctr.state());
+  c.pid = static_cast<pid_t>(ctr.pid());
+  if (ctr.linux().has_resources()) c.desired = resources_from_nri(ctr.linux().resources());
+  c.allocated = c.desired;
+  c.annotations = {ctr.annotations().begin(), ctr.annotations().end()};
+  c.source = core::Source::Nri;
+  return c;
+}
+
+std::map<std::string, std::string> merged_annotations(const api::PodSandbox& pod,
+                                                      const api::Container& ctr) {
+  std::map<std::string, std::string> out(pod.annotations().begin(), pod.annotations().end());
+  for (const auto& [k, v] : ctr.annotations()) out[k] = v;
+  return out;
+}
+
+namespace {
+
+void fill_hook(api::Hook* h, const std::string& path, const char* stage, int timeout) {
+  h->set_path(path);
+  h->add_args("podshim-hook");
+  h->add_args(stage);
+  h->mutable_timeout()->set_value(timeout);
+}
+
+}  // namespace
+
+std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const api::Container& ctr,
+                                             const AdjustmentOptions& opts,
+                                             api::ContainerAdjustment* adj) {
+  std::set<std::string> have_env(ctr.env().begin(), ctr.env().end());
+  for (const std::string& kv : e.env) {
+    if (have_env.count(kv)) continue;
+    size_t eq = kv.find('=');
+    auto* out = adj->add_env();
+    out->set_key(kv.substr(0, eq));
+    out->set_value(eq == std::string::npos ? "" : kv.substr(eq + 1));
+  }
+
+  std::set<std::string> have_dev;
+  for (const auto& d : ctr.linux().devices()) have_dev.insert(d.path());
+  std::vector<std::string> added;
+  nlohmann::json injected = nlohmann::json::array();
+  for (const cdi::LinuxDevice& d : e.devices) {
+    // Recorded for the hook's check either way: the node is the container's.
+    injected.push_back({{"path", d.path}, {"hostPath", d.path}});
+    if (have_dev.count(d.path)) continue;
+    auto* out = adj->mutable_linux()->add_devices();
+    out->set_path(d.path);
+    out->set_type(d.type);
+    out->set_major(d.major);
+    out->set_minor(d.minor);
+    if (d.file_mode) out->mutable_file_mode()->set_value(*d.file_mode);
+    if (d.uid) out->mutable_uid()->set_value(*d.uid);
+    if (d.gid) out->mutable_gid()->set_value(*d.gid);
+    added.push_back(d.path);
+  }
+  // Device-cgroup allow rules only for nodes we add; the runtime already
+  // allowed the ones it injected.
+  std::set<std::string> added_set(added.begin(), added.end());
+  for (const cdi::LinuxDevice& d : e.devices) {
+    if (!added_set.count(d.path) || (d.type != "b" && d.type != "c")) continue;
+    for (const cdi::DeviceCgroupRule& r : e.device_rules) {
+      if (r.type != d.type || r.major != d.major || r.minor != d.minor) continue;
+      auto* rule = adj->mutable_linux()->mutable_resources()->add_devices();
+      rule->set_allow(true);
+      rule->set_type(r.type);
+      rule->mutable_major()->set_value(r.major);
+      rule->mutable_minor()->set_value(r.minor);
+      rule->set_access(r.access);
+      break;
+    }
+  }
+
+  std::set<std::string> have_mount;
+  for (const auto& m : ctr.mounts()) have_mount.insert(m.destination());
+  bool added_mounts = false;
+  for (const cdi::OciMount& m : e.mounts) {
+    if (have_mount.count(m.destination)) continue;
+    auto* out = adj->add_mounts();
+    out->set_destination(m.destination);
+    out->set_source(m.source);
+    out->set_type(m.type.empty() ? "bind" : m.type);
+    for (const auto& o : m.options) out->add_options(o);
+    added_mounts = true;
+  }
+
+  auto add_hooks = [&](const std::vector<cdi::OciHook>& from,
+                       google::protobuf::RepeatedPtrField<api::Hook>* to) {
+    for (const cdi::OciHook& h : from) {
+      auto* out = to->Add();
+      out->set_path(h.path);
+      for (const auto& a : h.args) out->add_args(a);
+      for (const auto& v : h.env) out->add_env(v);
+      if (h.timeout) out->mutable_timeout()->set_value(*h.timeout);
+    }
+  };
+  if (!e.hooks.empty()) {
+    auto* hooks = adj->mutable_hooks();
+    add_hooks(e.hooks.prestart, hooks->mutable_prestart());
+    add_hooks(e.hooks.create_runtime, hooks->mutable_create_runtime());
+    add_hooks(e.hooks.create_container, hooks->mutable_create_container());
+    add_hooks(e.hooks.start_container, hooks->mutable_start_container());
+    add_hooks(e.hooks.poststart, hooks->mutable_poststart());
+    add_hooks(e.hooks.poststop, hooks->mutable_poststop());
+  }
+
+  if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = injected.dump();
+  if (opts.inject_hook && (!injected.empty() || added_mounts)) {
+    fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
+              opts.hook_timeout_s);
+    fill_hook(adj->mutable_hooks()->add_poststop(), opts.hook_path, "poststop", opts.hook_timeout_s);
+  }
+  return added;
+}
+
+}  // namespace podshim::adapter

@@ -1,0 +1,72 @@
+// Pure mappings between NRI's protobuf messages and podshim's model, and from
+// resolved CDI edits to an NRI ContainerAdjustment. No I/O, so every rule is
+// unit-testable on captured messages.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cdi/edits.h"
+#include "cgroup/convert.h"
+#include "shim/core/state.h"
+#include "shim/nri/events.h"
+
+namespace podshim::adapter {
+
+namespace api = nri::api;
+
+// LinuxResources → the NRI/OCI values the engine understands. Absent
+// optional fields become 0 ("unchanged"); facts §9: a memory-only CRI update
+// reaches NRI with the cpu fields present but zero, which means the same.
+cgroup::LinuxResourceValues linux_values(const api::LinuxResources& r);
+
+// Kubernetes resources of a container or pod as NRI describes them, applied
+// on top of `current` (zero fields keep the current value).
+cgroup::K8sResources resources_from_nri(const api::LinuxResources& r,
+                                        const cgroup::K8sResources& current = {});
+
+// The reverse, for Runtime.UpdateContainers: shares from the request (or the
+// limit), quota/period 100000, memory limit; unset limits are left out so the
+// runtime keeps "max".
+api::LinuxResources resources_to_nri(const cgroup::K8sResources& r);
+
+// The QoS class from the pod's cgroup parent as the kubelet names it
+// (".../burstable/..." or "kubepods-burstable-...", likewise besteffort;
+// Guaranteed pods sit directly under kubepods).
+core::QosClass qos_from_cgroup_parent(const std::string& parent);
+
+// The pod as podshim models it. Fails on ids that cannot be file names.
+Result<core::Pod> pod_from_nri(const api::PodSandbox& pod);
+
+// The container, with desired = allocated = its current resources.
+Result<core::Container> container_from_nri(const api::PodSandbox& pod, const api::Container& ctr);
+
+// Pod annotations overlaid with the container's (the container's win), the
+// set CDI requests are looked up in.
+std::map<std::string, std::string> merged_annotations(const api::PodSandbox& pod,
+                                                      const api::Container& ctr);
+
+std::string state_name(api::ContainerState s);
+
+// What a CDI injection adds to a container through NRI.
+struct AdjustmentOptions {
+  // Add podshim-hook at createRuntime/poststop so SELinux labelling and the
+  // device check run with the final OCI spec (issue: SELinux in NRI mode).
+  bool inject_hook = true;
+  std::string hook_path = "/usr/libexec/podshim/podshim-hook";
+  int hook_timeout_s = 10;
+};
+
+// Fills `adj` with the edits that the container does not already have: env
+// entries, device nodes (by container path) and mounts (by destination) that
+// the runtime already put in `ctr` (containerd and CRI-O inject CDI devices
+// from the CRI request themselves) are skipped, so nothing is added twice.
+// Sets the annotation podshim.io/injected-devices for podshim-hook.
+// Returns the device node paths added.
+std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& edits,
+                                             const api::Container& ctr,
+                                             const AdjustmentOptions& opts,
+                                             api::ContainerAdjustment* adj);
+
+}  // namespace podshim::adapter
