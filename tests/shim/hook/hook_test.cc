@@ -407,6 +407,9 @@ TEST(Run, StageMustMatchStatus) {
   auto out = run(o, make_state(b.dir.path(), "stopped").dump(), {root.get(), nullptr, nullptr});
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().message.find("expected 'creating'"), std::string::npos);
+  // crun 1.8.1 says "created" at createRuntime; runc says "creating".
+  EXPECT_TRUE(run(o, make_state(b.dir.path(), "created").dump(), {root.get(), nullptr, nullptr}));
+  EXPECT_FALSE(run(o, make_state(b.dir.path(), "running").dump(), {root.get(), nullptr, nullptr}));
   o.stage = Stage::Poststop;
   EXPECT_FALSE(run(o, make_state(b.dir.path(), "creating").dump(), {root.get(), nullptr, nullptr}));
 }
