@@ -160,13 +160,31 @@ struct YamlConverter {
   }
 };
 
+// True when a document marker ("---" at column 0) follows content: a second
+// YAML document. Found by scanning instead of YAML::LoadAll, which loops
+// forever on some malformed input in yaml-cpp 0.7 (found by tests/fuzz/cdi_fuzz).
+bool has_second_document(std::string_view data) {
+  bool content = false;
+  for (std::string_view line : str::split(data, '\n')) {
+    bool marker = str::starts_with(line, "---") &&
+                  (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker) {
+      if (content) return true;
+      std::string_view rest = str::trim(line.substr(3));  // "--- {kind: ...}" starts with content
+      content = !rest.empty() && rest.front() != '#';
+      continue;
+    }
+    std::string_view t = str::trim(line);
+    if (!t.empty() && t.front() != '#' && t.front() != '%') content = true;
+  }
+  return false;
+}
+
 json yaml_to_json(std::string_view data) {
-  std::vector<YAML::Node> docs = YAML::LoadAll(std::string(data));
-  if (docs.empty()) return nullptr;
-  if (docs.size() > 1)
-    throw ParseError(fmt::format("{} YAML documents in one spec file, expected one", docs.size()));
+  if (has_second_document(data)) throw ParseError("more than one YAML document in a spec file");
+  YAML::Node doc = YAML::Load(std::string(data));
   YamlConverter c;
-  return c.convert(docs.front(), "", 0);
+  return c.convert(doc, "", 0);
 }
 
 // Strict JSON: nlohmann keeps the last of duplicate keys silently, so the
