@@ -373,9 +373,15 @@ struct Engine::Impl {
     ResizeReport rep;
     if (plan.empty()) return rep;  // already applied: re-running is harmless
 
-    auto journal = journal_plan(bound, plan);
-    if (!journal) return Unexpected(journal.error());
-    auto drop_journal = [&] { ::unlinkat(state_fd.get(), journal->c_str(), 0); };
+    std::string journal;
+    if (opts.journal_plans) {
+      auto j = journal_plan(bound, plan);
+      if (!j) return Unexpected(j.error());
+      journal = std::move(*j);
+    }
+    auto drop_journal = [&] {
+      if (!journal.empty()) ::unlinkat(state_fd.get(), journal.c_str(), 0);
+    };
 
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlanStep& s = plan[i];

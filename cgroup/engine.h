@@ -57,6 +57,10 @@ struct EngineOptions {
   std::chrono::milliseconds shrink_timeout{1000};  // well under NRI's 2 s
   uint64_t shrink_headroom_bytes = 0;
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
+  // Journal each plan (fsync'd) so recover() can roll back a resize a crash
+  // interrupted. Off trades that repair for write-path latency; memory.high
+  // clamps are always journaled.
+  bool journal_plans = true;
 
   // Test seams. before_write runs before every attribute write (including
   // rollback writes); an error fails that write. after_step runs after each
