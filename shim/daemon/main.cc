@@ -1,0 +1,308 @@
+// podshimd: the podshim node agent. Runs in the foreground on one sd-event
+// loop: the status socket (shim/status), the model (shim/core), resize
+// actuation through the cgroup engine, and — with --nri=on — the NRI plugin.
+#include <getopt.h>
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "base/log.h"
+#include "shim/core/config.h"
+#include "shim/core/engine_actuator.h"
+#include "shim/core/metrics.h"
+#include "shim/core/resize.h"
+#include "shim/core/state.h"
+#include "shim/status/server.h"
+#ifdef PODSHIM_WITH_NRI
+#include "shim/daemon/nri_glue.h"
+#endif
+
+namespace {
+
+using namespace podshim;
+
+constexpr const char* kHelp = R"(Usage: podshimd [OPTIONS]
+
+podshim's node agent: in-place pod resize on cgroup v2, CDI device injection,
+and the status socket. Runs in the foreground; logs to the journal when started
+by systemd (stderr otherwise); signals READY=1 and WATCHDOG=1 via sd_notify.
+
+Options:
+  --config PATH        configuration file (default /etc/podshim/config.yaml;
+                       a missing default file means built-in defaults, a
+                       missing explicit file is an error)
+  --nri=on|off         run as an NRI plugin (on, default from nri.enabled) or
+                       hooks-only (off: containers are registered by
+                       podshim-hook and resizes go straight to the cgroup
+                       engine — the CRI-O hooks.d mode)
+  --socket PATH        status socket path (overrides socket.path)
+  --state-dir DIR      state directory (overrides state_dir)
+  --cgroup-root DIR    cgroup v2 mount (overrides cgroup.root; tests use a
+                       fake tree)
+  --log-level LEVEL    err|warning|notice|info|debug (overrides log_level)
+  --check-config       load and validate the configuration, then exit
+  --version            print the version and exit
+  -h, --help           show this help and exit
+
+Signals:
+  SIGHUP               reload the configuration; a bad file is logged and the
+                       running configuration kept. socket.path, state_dir and
+                       cgroup.* take effect only after a restart.
+  SIGTERM, SIGINT      shut down cleanly (state is already durable; the socket
+                       is removed)
+
+Exit status: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
+)";
+
+struct Args {
+  std::string config_path = std::string(core::kDefaultConfigPath);
+  bool config_explicit = false;
+  std::optional<bool> nri;
+  std::optional<std::string> socket, state_dir, cgroup_root, log_level;
+  bool check_only = false;
+};
+
+struct Daemon {
+  Args args;
+  core::Config cfg;
+  std::unique_ptr<core::Store> store;
+  core::Metrics metrics;
+  std::unique_ptr<core::Actuator> actuator;
+  std::unique_ptr<core::ResizeManager> resize;
+  std::unique_ptr<status::Server> server;
+#ifdef PODSHIM_WITH_NRI
+  std::unique_ptr<daemon::NriMode> nri;
+#endif
+  sd_event* loop = nullptr;
+  bool ready = false;
+};
+
+Result<core::Config> load(const Args& a) {
+  auto cfg = core::load_config(a.config_path, a.config_explicit);
+  if (!cfg) return cfg;
+  if (a.nri) cfg->nri_enabled = *a.nri;
+  if (a.socket) cfg->socket_path = *a.socket;
+  if (a.state_dir) cfg->state_dir = *a.state_dir;
+  if (a.cgroup_root) cfg->cgroup_root = *a.cgroup_root;
+  if (a.log_level && !log::parse_level(*a.log_level, &cfg->log_level)) {
+    return fail(EINVAL, "--log-level: unknown level '{}'", *a.log_level);
+  }
+  return cfg;
+}
+
+Result<core::NodeAllocatable> allocatable(const core::Config& cfg) {
+  core::NodeAllocatable a{};
+  if (!cfg.allocatable_cpu_milli || !cfg.allocatable_memory_bytes) {
+    auto m = core::machine_allocatable();
+    if (!m) return wrap(m, "reading the machine's capacity");
+    a = *m;
+  }
+  if (cfg.allocatable_cpu_milli) a.cpu_milli = *cfg.allocatable_cpu_milli;
+  if (cfg.allocatable_memory_bytes) a.memory_bytes = *cfg.allocatable_memory_bytes;
+  return a;
+}
+
+void reload(Daemon& d) {
+  auto cfg = load(d.args);
+  if (!cfg) {
+    log::err("Reloading configuration failed, keeping the running one: {}", cfg.error().message);
+    return;
+  }
+  auto so = status::server_options(*cfg);
+  if (!so) {
+    log::err("Reloading configuration failed, keeping the running one: {}", so.error().message);
+    return;
+  }
+  auto alloc = allocatable(*cfg);
+  if (!alloc) {
+    log::err("Reloading configuration failed, keeping the running one: {}", alloc.error().message);
+    return;
+  }
+  if (cfg->socket_path != d.cfg.socket_path || cfg->state_dir != d.cfg.state_dir ||
+      cfg->cgroup_root != d.cfg.cgroup_root || cfg->nri_enabled != d.cfg.nri_enabled) {
+    log::notice("socket.path, state_dir, cgroup.root and nri.enabled changes take effect after a restart");
+  }
+  log::set_level(cfg->log_level);
+  d.server->set_policy(std::move(so->policy));
+  d.resize->set_allocatable(*alloc);
+  d.cfg = std::move(*cfg);
+  log::info("Configuration reloaded from {}", d.args.config_path);
+  d.resize->retry_deferred();
+}
+
+int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
+  auto* d = static_cast<Daemon*>(userdata);
+  if (si->ssi_signo == SIGHUP) {
+    sd_notify(0, "RELOADING=1");
+    reload(*d);
+    sd_notify(0, "READY=1");
+    return 0;
+  }
+  log::info("Received {}, shutting down", si->ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+  sd_notify(0, "STOPPING=1");
+  sd_event_exit(d->loop, 0);
+  return 0;
+}
+
+int parse_args(int argc, char** argv, Args* a) {
+  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion };
+  static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
+                                {"nri", required_argument, nullptr, OptNri},
+                                {"socket", required_argument, nullptr, OptSocket},
+                                {"state-dir", required_argument, nullptr, OptState},
+                                {"cgroup-root", required_argument, nullptr, OptCgroup},
+                                {"log-level", required_argument, nullptr, OptLog},
+                                {"check-config", no_argument, nullptr, OptCheck},
+                                {"version", no_argument, nullptr, OptVersion},
+                                {"help", no_argument, nullptr, 'h'},
+                                {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "h", opts, nullptr)) != -1) {
+    switch (c) {
+      case OptConfig: a->config_path = optarg; a->config_explicit = true; break;
+      case OptNri:
+        if (std::string_view(optarg) == "on") a->nri = true;
+        else if (std::string_view(optarg) == "off") a->nri = false;
+        else {
+          std::fprintf(stderr, "podshimd: --nri must be on or off, not '%s'\n", optarg);
+          return 2;
+        }
+        break;
+      case OptSocket: a->socket = optarg; break;
+      case OptState: a->state_dir = optarg; break;
+      case OptCgroup: a->cgroup_root = optarg; break;
+      case OptLog: a->log_level = optarg; break;
+      case OptCheck: a->check_only = true; break;
+      case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
+      case 'h': std::fputs(kHelp, stdout); return 0;
+      default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "podshimd: unexpected argument '%s'\nTry 'podshimd --help'.\n", argv[optind]);
+    return 2;
+  }
+  return -1;
+}
+
+int run(Daemon& d) {
+  auto cfg = load(d.args);
+  if (!cfg) {
+    log::err("Loading configuration failed: {}", cfg.error().message);
+    return 2;
+  }
+  d.cfg = std::move(*cfg);
+  log::set_level(d.cfg.log_level);
+  auto so = status::server_options(d.cfg);
+  if (!so) {
+    log::err("Invalid configuration: {}", so.error().message);
+    return 2;
+  }
+  if (d.args.check_only) {
+    std::printf("configuration OK\n");
+    return 0;
+  }
+  auto store = core::Store::open(d.cfg.state_dir);
+  if (!store) {
+    log::err("Opening state failed: {}", store.error().message);
+    return 1;
+  }
+  d.store = std::move(*store);
+  for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
+  auto alloc = allocatable(d.cfg);
+  if (!alloc) {
+    log::err("{}", alloc.error().message);
+    return 1;
+  }
+  auto act = core::EngineActuator::create(d.cfg);
+  if (!act) {
+    log::err("{}", act.error().message);
+    return 1;
+  }
+  if (auto r = (*act)->engine().recover(); !r) {
+    // A crash mid-shrink left a clamp; failing to undo it is worth knowing
+    // but not worth refusing to serve.
+    log::warn("Recovering interrupted cgroup changes failed, ignoring: {}", r.error().message);
+  }
+  d.actuator = std::move(*act);
+
+  int r = sd_event_default(&d.loop);
+  if (r < 0) {
+    log::err("sd_event_default: {}", errno_string(-r));
+    return 1;
+  }
+  sigset_t ss;
+  sigemptyset(&ss);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&ss, s);
+  sigprocmask(SIG_BLOCK, &ss, nullptr);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) {
+    r = sd_event_add_signal(d.loop, nullptr, s, &on_signal, &d);
+    if (r < 0) {
+      log::err("Installing signal handler: {}", errno_string(-r));
+      return 1;
+    }
+  }
+  // Pings WATCHDOG=1 at half of WATCHDOG_USEC when systemd asks for it.
+  (void)sd_event_set_watchdog(d.loop, 1);
+
+  core::Actuator* actuator = d.actuator.get();
+  if (d.cfg.nri_enabled) {
+#ifdef PODSHIM_WITH_NRI
+    auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
+    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics);
+    if (!nri) {
+      log::err("Starting NRI mode failed: {}", nri.error().message);
+      return 1;
+    }
+    d.nri = std::move(*nri);
+    actuator = &d.nri->actuator();
+#else
+    log::err("NRI mode requested, but this podshimd was built without NRI support; use --nri=off");
+    return 2;
+#endif
+  }
+  d.resize = std::make_unique<core::ResizeManager>(*d.store, *actuator, *alloc, &d.metrics);
+
+  status::ServerDeps deps;
+  deps.store = d.store.get();
+  deps.resize = d.resize.get();
+  deps.metrics = &d.metrics;
+  deps.ready = [&d] { return d.ready; };
+  auto server = status::Server::start(d.loop, std::move(*so), deps);
+  if (!server) {
+    log::err("Starting the status socket failed: {}", server.error().message);
+    return 1;
+  }
+  d.server = std::move(*server);
+
+  d.ready = true;
+  log::info("podshimd ready: socket {}, state {}, {} mode, {} containers known", d.cfg.socket_path,
+            d.cfg.state_dir, d.cfg.nri_enabled ? "NRI" : "hooks-only", d.store->container_count());
+  sd_notify(0, "READY=1\nSTATUS=serving");
+  r = sd_event_loop(d.loop);
+  d.server.reset();  // ends watch streams, removes the socket
+#ifdef PODSHIM_WITH_NRI
+  d.nri.reset();
+#endif
+  sd_event_unref(d.loop);
+  if (r < 0) {
+    log::err("Event loop failed: {}", errno_string(-r));
+    return 1;
+  }
+  log::info("podshimd stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  log::init(log::Target::Auto, log::Level::Info, "podshimd");
+  Daemon d;
+  int rc = parse_args(argc, argv, &d.args);
+  if (rc >= 0) return rc;
+  return run(d);
+}

@@ -1,0 +1,75 @@
+#include "shim/daemon/nri_glue.h"
+
+#include <cstdlib>
+
+#include "base/log.h"
+
+#ifndef PODSHIM_HOOK_PATH
+#define PODSHIM_HOOK_PATH "/usr/libexec/podshim/podshim-hook"
+#endif
+
+namespace podshim::daemon {
+
+int NriMode::on_inotify(sd_event_source*, int, uint32_t, void* userdata) {
+  auto* self = static_cast<NriMode*>(userdata);
+  if (self->on_cdi_readable_) self->on_cdi_readable_();
+  return 0;
+}
+
+Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Config& cfg,
+                                                core::Store& store, cgroup::Engine& engine,
+                                                core::Metrics& metrics) {
+  std::unique_ptr<NriMode> m(new NriMode());
+  m->metrics_ = &metrics;
+
+  cdi::RegistryOptions ro;
+  ro.spec_dirs = cfg.cdi_spec_dirs;
+  m->registry_ = std::make_unique<cdi::Registry>(ro);
+  NriMode* self = m.get();
+  auto watched = m->registry_->watch([loop, self](int fd, std::function<void()> on_readable) -> Result<void> {
+    self->on_cdi_readable_ = std::move(on_readable);
+    int r = sd_event_add_io(loop, &self->cdi_source_, fd, EPOLLIN, &NriMode::on_inotify, self);
+    if (r < 0) return fail_code(-r, "watching the CDI spec directories");
+    return {};
+  });
+  if (!watched) {
+    // Without inotify podshim still injects what it saw at start; a driver's
+    // later spec is then missed, which is worth a loud line but no outage.
+    log::warn("CDI live refresh unavailable, ignoring: {}", watched.error().message);
+    m->registry_->refresh();
+  }
+  const auto errors = m->registry_->errors();
+  for (const auto& [path, errs] : errors)
+    for (const auto& e : errs) log::warn("CDI spec {}: {}", path, e);
+  metrics.cdi_spec_errors.inc({}, static_cast<double>(errors.size()));
+  log::info("CDI: {} devices from {} spec files", m->registry_->devices().size(),
+            m->registry_->specs().size());
+
+  adapter::AdapterOptions ao;
+  ao.adjustment.hook_path = PODSHIM_HOOK_PATH;
+  ao.adjustment.inject_hook = access(ao.adjustment.hook_path.c_str(), X_OK) == 0;
+  if (!ao.adjustment.inject_hook)
+    log::notice("podshim-hook not found at {}; injected mounts get no SELinux labels",
+                ao.adjustment.hook_path);
+  m->adapter_ = std::make_unique<adapter::NriAdapter>(store, &engine, m->registry_.get(), &metrics, ao);
+
+  nri::PluginOptions po;
+  po.name = cfg.nri_plugin_name;
+  po.index = cfg.nri_plugin_index;
+  po.socket_path = cfg.nri_socket;
+  auto pre = nri::apply_preinstalled_environment(&po, [](const char* k) { return std::getenv(k); });
+  if (!pre) return wrap(pre, "NRI pre-installed plugin environment");
+  log::info("NRI: {} mode, plugin {}-{}{}", *pre ? "pre-installed" : "external", po.index, po.name,
+            *pre ? "" : fmt::format(", socket {}", po.socket_path));
+  m->plugin_ = std::make_unique<nri::Plugin>(loop, *m->adapter_, po);
+  m->actuator_ = std::make_unique<adapter::NriActuator>(engine, m->plugin_.get());
+  PODSHIM_TRY(m->plugin_->start());
+  return m;
+}
+
+NriMode::~NriMode() {
+  plugin_.reset();
+  if (cdi_source_) sd_event_source_disable_unref(cdi_source_);
+}
+
+}  // namespace podshim::daemon

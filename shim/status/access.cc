@@ -1,0 +1,90 @@
+#include "shim/status/access.h"
+
+#include <fnmatch.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/str.h"
+
+namespace podshim::status {
+
+Result<Peer> peer_of(int fd) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return fail_errno("SO_PEERCRED");
+  Peer p;
+  p.pid = cred.pid;
+  p.uid = cred.uid;
+  p.gid = cred.gid;
+  // SO_PEERGROUPS reports the groups the peer had at connect() time.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0) {
+      groups.resize(glen / sizeof(gid_t));
+      p.groups = std::move(groups);
+      return p;
+    }
+    if (errno != ERANGE) break;  // ENOPROTOOPT on old kernels: primary gid only
+    groups.resize(glen / sizeof(gid_t) + 16);
+  }
+  return p;
+}
+
+Result<gid_t> resolve_group(std::string_view name) {
+  if (name.empty()) return fail(EINVAL, "empty group name");
+  if (auto n = str::parse_u64(name)) {
+    if (*n >= static_cast<uint64_t>(static_cast<gid_t>(-1))) return fail(ERANGE, "gid '{}' out of range", name);
+    return static_cast<gid_t>(*n);
+  }
+  std::string nm(name);
+  std::vector<char> buf(16384);
+  struct group gr {};
+  struct group* out = nullptr;
+  int rc = getgrnam_r(nm.c_str(), &gr, buf.data(), buf.size(), &out);
+  if (rc != 0) return fail_code(rc, "looking up group '{}'", name);
+  if (!out) return fail(ENOENT, "unknown group '{}'", name);
+  return out->gr_gid;
+}
+
+Result<AccessPolicy> AccessPolicy::create(const std::vector<core::AccessRule>& rules,
+                                          const std::string& socket_group,
+                                          const std::string& admin_group) {
+  AccessPolicy p;
+  for (const auto& r : rules) {
+    Rule out{r.path, r.methods, r.uids, {}};
+    for (const auto& g : r.groups) {
+      std::string name = g;
+      if (g == "@socket") name = socket_group;
+      else if (g == "@admin") name = admin_group;
+      if (name.empty()) continue;  // placeholder for an unset group: matches nobody
+      auto gid = resolve_group(name);
+      if (!gid) return wrap(gid, "access rule");
+      out.gids.push_back(*gid);
+    }
+    p.rules_.push_back(std::move(out));
+  }
+  return p;
+}
+
+bool AccessPolicy::allowed(const Peer& peer, std::string_view method, std::string_view path) const {
+  std::string m(method), pa(path);
+  for (const auto& r : rules_) {
+    bool mm = std::any_of(r.methods.begin(), r.methods.end(),
+                          [&](const std::string& x) { return x == "*" || x == m; });
+    if (!mm || fnmatch(r.path.c_str(), pa.c_str(), 0) != 0) continue;
+    if (std::find(r.uids.begin(), r.uids.end(), peer.uid) != r.uids.end()) return true;
+    for (gid_t g : r.gids) {
+      if (peer.gid == g || std::find(peer.groups.begin(), peer.groups.end(), g) != peer.groups.end()) {
+        return true;
+      }
+    }
+    return false;  // first matching rule decides
+  }
+  return false;
+}
+
+}  // namespace podshim::status

@@ -1,0 +1,353 @@
+#include "shim/status/api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "base/str.h"
+#include "shim/core/json.h"
+#include "shim/core/quantity.h"
+
+namespace podshim::status {
+
+using nlohmann::json;
+
+namespace {
+
+Result<json> parse_body(std::string_view body) {
+  if (str::trim(body).empty()) return fail(EINVAL, "request body is empty");
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return fail(EINVAL, "request body is not valid JSON");
+  if (!j.is_object()) return fail(EINVAL, "request body must be a JSON object");
+  return j;
+}
+
+Result<void> only_keys(const json& j, std::string_view where, std::initializer_list<std::string_view> known) {
+  if (!j.is_object()) return fail(EINVAL, "'{}' must be an object", where);
+  for (const auto& [k, v] : j.items()) {
+    bool ok = false;
+    for (auto w : known) ok = ok || w == k;
+    if (!ok) return fail(EINVAL, "unknown field '{}{}{}'", where, where.empty() ? "" : ".", k);
+  }
+  return {};
+}
+
+Result<std::string> get_string(const json& j, const char* key, std::string_view where, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return fail(EINVAL, "missing field '{}{}{}'", where, where.empty() ? "" : ".", key);
+    return std::string();
+  }
+  if (!it->is_string()) return fail(EINVAL, "field '{}{}{}' must be a string", where, where.empty() ? "" : ".", key);
+  return it->get<std::string>();
+}
+
+// One quantity; JSON numbers are accepted as plain values (cores / bytes).
+Result<std::optional<int64_t>> quantity(const json& j, const char* key, bool cpu, std::string_view where,
+                                        bool* removed) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::optional<int64_t>{};
+  if (it->is_null()) {
+    *removed = true;
+    return std::optional<int64_t>{};
+  }
+  std::string q;
+  if (it->is_string()) q = it->get<std::string>();
+  else if (it->is_number()) q = it->dump();
+  else return fail(EINVAL, "field '{}.{}' must be a quantity string", where, key);
+  auto v = cpu ? core::parse_cpu_milli(q) : core::parse_memory_bytes(q);
+  if (!v) return Unexpected(v.error().wrap(fmt::format("field '{}.{}'", where, key)));
+  return std::optional<int64_t>(*v);
+}
+
+Result<void> parse_resources(const json& j, std::string_view where, core::K8sResources* r, core::Removals* rm) {
+  PODSHIM_TRY(only_keys(j, where, {"requests", "limits"}));
+  for (const char* part : {"requests", "limits"}) {
+    auto it = j.find(part);
+    if (it == j.end() || it->is_null()) continue;
+    std::string w = fmt::format("{}.{}", where, part);
+    PODSHIM_TRY(only_keys(*it, w, {"cpu", "memory"}));
+    bool req = std::string_view(part) == "requests";
+    bool rm_cpu = false, rm_mem = false;
+    auto cpu = quantity(*it, "cpu", true, w, &rm_cpu);
+    if (!cpu) return Unexpected(cpu.error());
+    auto mem = quantity(*it, "memory", false, w, &rm_mem);
+    if (!mem) return Unexpected(mem.error());
+    (req ? r->cpu_request_milli : r->cpu_limit_milli) = *cpu;
+    (req ? r->memory_request_bytes : r->memory_limit_bytes) = *mem;
+    if (rm) {
+      (req ? rm->cpu_request : rm->cpu_limit) |= rm_cpu;
+      (req ? rm->memory_request : rm->memory_limit) |= rm_mem;
+    } else if (rm_cpu || rm_mem) {
+      return fail(EINVAL, "'{}': null is not allowed here", w);
+    }
+  }
+  return {};
+}
+
+Result<void> parse_policy(const json& j, core::ContainerResize* out) {
+  if (!j.is_array()) return fail(EINVAL, "'resizePolicy' must be a list");
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::string w = fmt::format("resizePolicy[{}]", i);
+    PODSHIM_TRY(only_keys(j[i], w, {"resourceName", "restartPolicy"}));
+    auto name = get_string(j[i], "resourceName", w, true);
+    if (!name) return Unexpected(name.error());
+    auto pol = get_string(j[i], "restartPolicy", w, true);
+    if (!pol) return Unexpected(pol.error());
+    auto p = core::parse_resize_policy(*pol);
+    if (!p) return Unexpected(p.error().wrap(w));
+    if (*name == "cpu") out->cpu_policy = *p;
+    else if (*name == "memory") out->memory_policy = *p;
+    else return fail(EINVAL, "'{}.resourceName': only cpu and memory resources are mutable, not '{}'", w, *name);
+  }
+  return {};
+}
+
+Result<core::ContainerResize> container_resize_from(const json& j, std::string_view where, bool with_id) {
+  if (with_id) PODSHIM_TRY(only_keys(j, where, {"id", "resources", "resizePolicy"}));
+  else PODSHIM_TRY(only_keys(j, where, {"resources", "resizePolicy"}));
+  core::ContainerResize r;
+  if (with_id) {
+    auto id = get_string(j, "id", where, true);
+    if (!id) return Unexpected(id.error());
+    r.container_id = *id;
+  }
+  if (auto it = j.find("resources"); it != j.end()) {
+    PODSHIM_TRY(parse_resources(*it, where.empty() ? "resources" : fmt::format("{}.resources", where), &r.resources,
+                                &r.remove));
+  }
+  if (auto it = j.find("resizePolicy"); it != j.end()) PODSHIM_TRY(parse_policy(*it, &r));
+  return r;
+}
+
+Reply json_reply(int status, const json& j) { return Reply{status, "application/json", j.dump() + "\n"}; }
+
+int status_for(const Error& e) {
+  switch (e.code) {
+    case ENOENT: return 404;
+    case EINVAL: case ERANGE: return 400;
+    default: return 500;
+  }
+}
+
+bool is_segment_ok(std::string_view s) { return core::validate_id("id", s).has_value(); }
+
+json pod_json(const core::Pod& p, const std::vector<core::Container>& cs, bool full) {
+  json j = core::to_json(p);
+  json list = json::array();
+  for (const auto& c : cs) list.push_back(full ? core::to_json(c) : json(c.id));
+  j[full ? "containers" : "containerIds"] = std::move(list);
+  return j;
+}
+
+}  // namespace
+
+Reply error_reply(int status, std::string_view message) {
+  return Reply{status, "application/json", json{{"error", message}}.dump() + "\n"};
+}
+
+Result<core::ContainerResize> parse_container_resize(std::string_view body) {
+  auto j = parse_body(body);
+  if (!j) return Unexpected(j.error());
+  return container_resize_from(*j, "", false);
+}
+
+Result<core::PodResize> parse_pod_resize(std::string_view body) {
+  auto j = parse_body(body);
+  if (!j) return Unexpected(j.error());
+  PODSHIM_TRY(only_keys(*j, "", {"resources", "containers"}));
+  core::PodResize r;
+  if (auto it = j->find("resources"); it != j->end() && !it->is_null()) {
+    core::K8sResources res;
+    PODSHIM_TRY(parse_resources(*it, "resources", &res, nullptr));
+    r.pod_resources = res;
+  }
+  if (auto it = j->find("containers"); it != j->end()) {
+    if (!it->is_array()) return fail(EINVAL, "'containers' must be a list");
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto c = container_resize_from((*it)[i], fmt::format("containers[{}]", i), true);
+      if (!c) return Unexpected(c.error());
+      r.containers.push_back(std::move(*c));
+    }
+  }
+  if (!r.pod_resources && r.containers.empty()) return fail(EINVAL, "nothing to resize");
+  return r;
+}
+
+Reply Api::handle(std::string_view method, std::string_view path, std::string_view body, const Peer& peer) {
+  (void)peer;
+  if (path == "/healthz") return method == "GET" || method == "HEAD" ? Reply{200, "text/plain", "ok\n"} : error_reply(405, "use GET");
+  if (path == "/readyz") {
+    if (method != "GET" && method != "HEAD") return error_reply(405, "use GET");
+    bool ready = !deps_.ready || deps_.ready();
+    return ready ? Reply{200, "text/plain", "ok\n"} : Reply{503, "text/plain", "not ready\n"};
+  }
+  if (path == "/metrics") return method == "GET" ? metrics() : error_reply(405, "use GET");
+  if (!str::starts_with(path, "/v1/")) return error_reply(404, fmt::format("no such endpoint {}", path));
+  auto parts = str::split(path.substr(4), '/');
+  if (parts.empty()) return error_reply(404, "no such endpoint");
+  const auto kind = parts[0];
+  if (kind != "pods" && kind != "containers") return error_reply(404, fmt::format("no such endpoint {}", path));
+  if (parts.size() >= 2 && !is_segment_ok(parts[1])) {
+    return error_reply(400, fmt::format("invalid {} '{}'", kind == "pods" ? "pod uid" : "container id", parts[1]));
+  }
+  if (parts.size() == 1) {
+    if (method == "GET") return kind == "pods" ? get_pods({}) : get_containers({});
+    if (method == "POST" && kind == "containers") return register_container(body);
+    return error_reply(405, fmt::format("{} is not supported on {}", method, path));
+  }
+  if (parts.size() == 2) {
+    if (method == "GET") return kind == "pods" ? get_pods(parts[1]) : get_containers(parts[1]);
+    if (method == "DELETE" && kind == "containers") return deregister_container(parts[1]);
+    return error_reply(405, fmt::format("{} is not supported on {}", method, path));
+  }
+  if (parts.size() == 3 && parts[2] == "resize") {
+    if (method != "POST") return error_reply(405, "use POST");
+    return kind == "pods" ? resize_pod(parts[1], body) : resize_container(parts[1], body);
+  }
+  return error_reply(404, fmt::format("no such endpoint {}", path));
+}
+
+Reply Api::get_pods(std::string_view uid) {
+  auto* s = deps_.store;
+  if (!uid.empty()) {
+    auto p = s->pod(uid);
+    if (!p) {
+      // Hook-registered containers may name a pod podshim has no record of.
+      auto cs = s->containers_of(uid);
+      if (cs.empty()) return error_reply(404, fmt::format("no pod '{}'", uid));
+      core::Pod stub;
+      stub.uid = std::string(uid);
+      stub.source = cs.front().source;
+      return json_reply(200, pod_json(stub, cs, true));
+    }
+    return json_reply(200, pod_json(*p, s->containers_of(uid), true));
+  }
+  json items = json::array();
+  for (const auto& p : s->pods()) items.push_back(pod_json(p, s->containers_of(p.uid), false));
+  return json_reply(200, json{{"items", std::move(items)}});
+}
+
+Reply Api::get_containers(std::string_view id) {
+  auto* s = deps_.store;
+  if (!id.empty()) {
+    auto c = s->container(id);
+    if (!c) return error_reply(404, fmt::format("no container '{}'", id));
+    return json_reply(200, core::to_json(*c));
+  }
+  json items = json::array();
+  for (const auto& c : s->containers()) items.push_back(core::to_json(c));
+  return json_reply(200, json{{"items", std::move(items)}});
+}
+
+Reply Api::register_container(std::string_view body) {
+  auto j = parse_body(body);
+  if (!j) return error_reply(400, j.error().message);
+  auto keys = only_keys(*j, "", {"id", "podUid", "name", "cgroupPath", "podCgroupPath", "podName",
+                                 "podNamespace", "annotations", "pid", "state", "resources", "source"});
+  if (!keys) return error_reply(400, keys.error().message);
+  auto str_field = [&](const char* k, bool req) { return get_string(*j, k, "", req); };
+  auto id = str_field("id", true);
+  if (!id) return error_reply(400, id.error().message);
+  if (auto v = core::validate_id("container id", *id); !v) return error_reply(400, v.error().message);
+  core::Container c;
+  if (auto old = deps_.store->container(*id)) c = *old;  // re-registration keeps resize state
+  bool existed = !c.id.empty();
+  c.id = *id;
+  for (auto [key, dst] : {std::pair{"podUid", &c.pod_uid}, {"name", &c.name}, {"cgroupPath", &c.cgroup_path},
+                          {"state", &c.state}}) {
+    auto v = str_field(key, false);
+    if (!v) return error_reply(400, v.error().message);
+    if (!v->empty()) *dst = *v;
+  }
+  if (!c.pod_uid.empty()) {
+    if (auto v = core::validate_id("pod uid", c.pod_uid); !v) return error_reply(400, v.error().message);
+  }
+  if (auto it = j->find("pid"); it != j->end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
+      return error_reply(400, "field 'pid' must be a non-negative integer");
+    }
+    c.pid = static_cast<pid_t>(it->get<int64_t>());
+  }
+  if (auto it = j->find("annotations"); it != j->end()) {
+    if (!it->is_object()) return error_reply(400, "field 'annotations' must be an object of strings");
+    c.annotations.clear();
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) return error_reply(400, fmt::format("annotation '{}' must be a string", k));
+      c.annotations[k] = v.get<std::string>();
+    }
+  }
+  auto src = str_field("source", false);
+  if (!src) return error_reply(400, src.error().message);
+  auto source = core::parse_source(src->empty() ? "hook" : *src);
+  if (!source) return error_reply(400, source.error().message);
+  if (!existed) c.source = *source;
+  if (auto it = j->find("resources"); it != j->end() && !existed) {
+    // Only a first registration sets resources: afterwards podshim's own
+    // allocation is the truth, not a replayed hook payload.
+    core::K8sResources r;
+    auto pr = parse_resources(*it, "resources", &r, nullptr);
+    if (!pr) return error_reply(400, pr.error().message);
+    c.desired = c.allocated = r;
+  }
+  if (!c.pod_uid.empty() && !deps_.store->pod(c.pod_uid)) {
+    core::Pod p;
+    p.uid = c.pod_uid;
+    p.source = c.source;
+    auto name = str_field("podName", false);
+    auto ns = str_field("podNamespace", false);
+    auto pcg = str_field("podCgroupPath", false);
+    if (!name || !ns || !pcg) return error_reply(400, "podName, podNamespace and podCgroupPath must be strings");
+    p.name = *name;
+    p.namespace_ = *ns;
+    p.cgroup_path = *pcg;
+    if (auto r = deps_.store->upsert_pod(p); !r) return error_reply(500, r.error().message);
+  }
+  if (auto r = deps_.store->upsert_container(c); !r) return error_reply(500, r.error().message);
+  return json_reply(existed ? 200 : 201, core::to_json(c));
+}
+
+Reply Api::deregister_container(std::string_view id) {
+  auto old = deps_.store->container(id);
+  auto r = deps_.store->remove_container(id);
+  if (!r) return error_reply(status_for(r.error()), r.error().message);
+  // A pod that only the hook knew about goes with its last container.
+  if (old && !old->pod_uid.empty() && deps_.store->containers_of(old->pod_uid).empty()) {
+    auto p = deps_.store->pod(old->pod_uid);
+    if (p && p->source == core::Source::Hook) (void)deps_.store->remove_pod(p->uid);
+  }
+  if (*r && deps_.resize) deps_.resize->retry_deferred();
+  return json_reply(200, json{{"id", id}, {"removed", *r}});
+}
+
+Reply Api::resize_container(std::string_view id, std::string_view body) {
+  if (!deps_.resize) return error_reply(503, "resizing is not available");
+  auto req = parse_container_resize(body);
+  if (!req) return error_reply(400, req.error().message);
+  req->container_id = std::string(id);
+  auto r = deps_.resize->resize_container(*req);
+  if (!r) return error_reply(status_for(r.error()), r.error().message);
+  json j{{"result", core::to_string(r->outcome)}, {"message", r->message}, {"generations", r->generations}};
+  if (auto c = deps_.store->container(id)) j["container"] = core::to_json(*c);
+  return json_reply(200, j);
+}
+
+Reply Api::resize_pod(std::string_view uid, std::string_view body) {
+  if (!deps_.resize) return error_reply(503, "resizing is not available");
+  auto req = parse_pod_resize(body);
+  if (!req) return error_reply(400, req.error().message);
+  req->pod_uid = std::string(uid);
+  auto r = deps_.resize->resize_pod(*req);
+  if (!r) return error_reply(status_for(r.error()), r.error().message);
+  json j{{"result", core::to_string(r->outcome)}, {"message", r->message}, {"generations", r->generations}};
+  return json_reply(200, j);
+}
+
+Reply Api::metrics() {
+  if (!deps_.metrics) return error_reply(404, "metrics are disabled");
+  deps_.metrics->containers.set({}, static_cast<double>(deps_.store->container_count()));
+  deps_.metrics->pods.set({}, static_cast<double>(deps_.store->pods().size()));
+  if (deps_.before_metrics) deps_.before_metrics();
+  return Reply{200, "text/plain; version=0.0.4; charset=utf-8", deps_.metrics->render()};
+}
+
+}  // namespace podshim::status

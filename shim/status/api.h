@@ -1,0 +1,53 @@
+// The status API's request handling, independent of the HTTP transport so it
+// can be tested directly: (method, path, body, peer) → reply.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "shim/core/resize.h"
+#include "shim/status/access.h"
+#include "shim/status/server.h"
+
+namespace podshim::status {
+
+struct Reply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// {"error": message} with the given status.
+Reply error_reply(int status, std::string_view message);
+
+// Parses a resize body for one container:
+//   {"resources": {"requests": {"cpu": "500m", "memory": "128Mi"},
+//                  "limits":   {"cpu": "1", "memory": null}},
+//    "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]}
+// A null quantity asks to remove that request/limit. Unknown fields are
+// errors naming the field.
+Result<core::ContainerResize> parse_container_resize(std::string_view body);
+
+// Parses a pod resize body: {"resources": {...pod-level...},
+// "containers": [{"id": "...", "resources": {...}, "resizePolicy": [...]}]}.
+Result<core::PodResize> parse_pod_resize(std::string_view body);
+
+class Api {
+ public:
+  explicit Api(const ServerDeps& deps) : deps_(deps) {}
+  Reply handle(std::string_view method, std::string_view path, std::string_view body, const Peer& peer);
+
+ private:
+  Reply get_pods(std::string_view uid);
+  Reply get_containers(std::string_view id);
+  Reply register_container(std::string_view body);
+  Reply deregister_container(std::string_view id);
+  Reply resize_container(std::string_view id, std::string_view body);
+  Reply resize_pod(std::string_view uid, std::string_view body);
+  Reply metrics();
+
+  ServerDeps deps_;
+};
+
+}  // namespace podshim::status
