@@ -6,6 +6,9 @@
 // "<3>podshim-hook: ..." line and exit status 1; a tolerated problem is one
 // "<4>" warning line and exit status 0.
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <string>
 #include <string_view>
@@ -18,8 +21,24 @@
 namespace hook = podshim::hook;
 namespace plog = podshim::log;
 
+namespace {
+
+// runc hands a hook a pipe for stderr and quotes it in its error; crun 1.8.1
+// gives it /dev/null unless the container carries the run.oci.hooks.stderr
+// annotation (crun(1)), so a warning would vanish. Log to journald then.
+plog::Target pick_log_target() {
+  struct stat sb {};
+  if (::fstat(STDERR_FILENO, &sb) == 0 && S_ISCHR(sb.st_mode) && sb.st_rdev == ::makedev(1, 3))
+    return ::access("/run/systemd/journal/socket", W_OK) == 0 ? plog::Target::Journal
+                                                              : plog::Target::Null;
+  // Auto: stderr, or the journal when stderr is closed or already a journal stream.
+  return plog::Target::Auto;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  plog::init(plog::Target::Stderr, plog::Level::Notice, "podshim-hook");
+  plog::init(pick_log_target(), plog::Level::Notice, "podshim-hook");
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto opts = hook::parse_args(args);
   if (!opts) {
