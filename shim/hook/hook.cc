@@ -61,26 +61,42 @@ std::string_view to_string(Stage s) {
   return s == Stage::CreateRuntime ? "createRuntime" : "poststop";
 }
 
-Result<std::string> pod_uid_from_annotations(const std::map<std::string, std::string>& a) {
-  std::string uid;
-  if (auto it = a.find("io.kubernetes.pod.uid"); it != a.end()) {
-    uid = it->second;
-  } else if (auto it2 = a.find("io.kubernetes.cri.sandbox-uid"); it2 != a.end()) {
-    uid = it2->second;
-  } else if (auto it3 = a.find("io.kubernetes.cri-o.Labels"); it3 != a.end()) {
-    auto labels = nlohmann::json::parse(it3->second, nullptr, /*allow_exceptions=*/false);
-    if (labels.is_discarded() || !labels.is_object())
+Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& a) {
+  nlohmann::json crio_labels;
+  if (auto it = a.find("io.kubernetes.cri-o.Labels"); it != a.end()) {
+    crio_labels = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (crio_labels.is_discarded() || !crio_labels.is_object())
       return fail(EINVAL, "annotation io.kubernetes.cri-o.Labels is not a JSON object");
-    if (auto l = labels.find("io.kubernetes.pod.uid"); l != labels.end()) {
-      if (!l->is_string())
-        return fail(EINVAL, "io.kubernetes.cri-o.Labels: io.kubernetes.pod.uid is not a string");
-      uid = l->get<std::string>();
-    }
   }
-  if (uid.empty()) return uid;
+  auto pick = [&](std::string_view kubelet_key, std::string_view containerd_key,
+                  std::string* out) -> Result<void> {
+    if (auto it = a.find(std::string(kubelet_key)); it != a.end()) {
+      *out = it->second;
+    } else if (auto it2 = a.find(std::string(containerd_key)); it2 != a.end()) {
+      *out = it2->second;
+    } else if (crio_labels.is_object()) {
+      if (auto l = crio_labels.find(kubelet_key); l != crio_labels.end()) {
+        if (!l->is_string())
+          return fail(EINVAL, "io.kubernetes.cri-o.Labels: {} is not a string", kubelet_key);
+        *out = l->get<std::string>();
+      }
+    }
+    return {};
+  };
+  KubeIdentity k;
+  PODSHIM_TRY(pick("io.kubernetes.pod.uid", "io.kubernetes.cri.sandbox-uid", &k.pod_uid));
+  PODSHIM_TRY(pick("io.kubernetes.pod.name", "io.kubernetes.cri.sandbox-name", &k.pod_name));
+  PODSHIM_TRY(pick("io.kubernetes.pod.namespace", "io.kubernetes.cri.sandbox-namespace",
+                   &k.pod_namespace));
+  PODSHIM_TRY(pick("io.kubernetes.container.name", "io.kubernetes.cri.container-name",
+                   &k.container_name));
   // Kubernetes uids are 36-byte UUIDs; 128 matches podshimd's id rule.
-  PODSHIM_TRY(check_token("pod uid", uid, 128));
-  return uid;
+  if (!k.pod_uid.empty()) PODSHIM_TRY(check_token("pod uid", k.pod_uid, 128));
+  // Names are DNS labels/subdomains (≤ 253); refuse anything that is not.
+  for (const std::string* n : {&k.pod_name, &k.pod_namespace, &k.container_name}) {
+    if (!n->empty()) PODSHIM_TRY(check_token("pod or container name", *n, 253));
+  }
+  return k;
 }
 
 Result<Options> parse_args(const std::vector<std::string_view>& args) {
@@ -169,8 +185,8 @@ Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps
   // fall back to config.json for runtimes that leave them out of the state.
   std::map<std::string, std::string> annotations = cfg->annotations;
   for (const auto& [k, v] : state.annotations) annotations[k] = v;
-  auto pod_uid = pod_uid_from_annotations(annotations);
-  if (!pod_uid) return Unexpected(pod_uid.error());
+  auto who = kube_identity(annotations);
+  if (!who) return Unexpected(who.error());
   if (!opts.record_path.empty()) PODSHIM_TRY(append_record(opts.record_path, opts.stage, state));
 
   auto checked = check_devices(deps.root_fd, *devices, cfg->devices);
@@ -178,13 +194,23 @@ Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps
   out.devices_checked = *checked;
 
   if (deps.labeler) {
-    auto n = deps.labeler->label(*cfg, *mounts);
-    if (!n) return Unexpected(n.error());
-    out.mounts_labelled = *n;
+    auto rep = deps.labeler->label(*text, *cfg, *mounts, *devices);
+    if (!rep) return Unexpected(rep.error());
+    out.mounts_labelled = rep->labelled;
+    for (auto& n : rep->notes) out.notes.push_back(std::move(n));
+    for (auto& w : rep->warnings) out.warnings.push_back(std::move(w));
   }
 
   if (deps.registrar) {
-    Registration reg{state.id, *pod_uid, cfg->cgroups_path, state.pid, std::move(annotations)};
+    Registration reg;
+    reg.id = state.id;
+    reg.pod_uid = who->pod_uid;
+    reg.cgroup_path = cfg->cgroups_path;
+    reg.name = who->container_name;
+    reg.pod_name = who->pod_name;
+    reg.pod_namespace = who->pod_namespace;
+    reg.pid = state.pid;
+    reg.annotations = std::move(annotations);
     auto r = deps.registrar->register_container(reg);
     if (r) {
       out.registered = true;

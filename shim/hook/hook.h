@@ -56,12 +56,22 @@ struct Outcome {
   bool registered = false;    // createRuntime: podshimd took the registration
   bool deregistered = false;  // poststop
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;  // informational, e.g. "SELinux is disabled"
 };
 
-// The pod uid from the annotations: io.kubernetes.pod.uid, then containerd's
-// io.kubernetes.cri.sandbox-uid, then the "io.kubernetes.pod.uid" label
-// inside CRI-O's io.kubernetes.cri-o.Labels JSON. "" when none is present.
-Result<std::string> pod_uid_from_annotations(const std::map<std::string, std::string>& a);
+// Who a container is in Kubernetes terms, from its annotations. Each field
+// comes from the first source that has it: the kubelet's own keys
+// (io.kubernetes.pod.uid, .pod.name, .pod.namespace, .container.name),
+// containerd's (io.kubernetes.cri.sandbox-uid, -name, -namespace,
+// container-name), then the same kubelet keys inside CRI-O's
+// io.kubernetes.cri-o.Labels JSON. Empty fields for a plain podman container.
+struct KubeIdentity {
+  std::string pod_uid;
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string container_name;
+};
+Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& annotations);
 
 // Runs the hook for `opts.stage` on the state JSON read from stdin.
 Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps& deps);

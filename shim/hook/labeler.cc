@@ -1,39 +1,40 @@
 #include "shim/hook/labeler.h"
 
-#include <selinux/selinux.h>
-
 #include <map>
 
 #include <nlohmann/json.hpp>
 
-#include "selinux/label.h"
+#include "selinux/apply.h"
 
 namespace podshim::hook {
 namespace {
 
 class SelinuxLabeler final : public MountLabeler {
  public:
-  Result<size_t> label(const OciConfig& cfg, const std::vector<OciMount>& mounts) override {
-    // Gate everything on SELinux being on: on a disabled host a label is
-    // meaningless and go-selinux's InitLabels returns none (facts Part 1d).
-    if (mounts.empty() || !selinux::selinux_enabled()) return size_t{0};
-    const std::string& base = !cfg.mount_label.empty() ? cfg.mount_label : cfg.process_label;
-    if (base.empty()) return size_t{0};  // the runtime runs this container unconfined
-    auto container = selinux::Label::parse(base);
-    if (!container) return wrap(container, "container label from config.json");
-    auto file = selinux::file_label_for(*container, selinux::Sharing::Shared);
-    if (!file) return wrap(file, "building the file label");
-    size_t n = 0;
-    for (const OciMount& m : mounts) {
-      // TODO(selinux/): switch to selinux/'s high-level relabel (recursive,
-      // with go-selinux's refusal list) once it lands; this labels the
-      // source itself, without following a symlink (lsetfilecon).
-      if (::lsetfilecon(m.source.c_str(), file->str().c_str()) < 0)
-        return fail_errno("labelling '{}' (mounted at '{}') {}", m.source, m.destination,
-                          file->str());
-      ++n;
-    }
-    return n;
+  Result<LabelReport> label(std::string_view config_json, const OciConfig&,
+                            const std::vector<OciMount>& mounts,
+                            const std::vector<InjectedDevice>& devices) override {
+    LabelReport report;
+    // The common case (no CDI mounts) costs no second parse of config.json.
+    if (mounts.empty()) return report;
+    auto doc = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return fail(EINVAL, "config.json is not valid JSON");
+    std::vector<selinux::InjectedMount> ms;
+    for (const OciMount& m : mounts) ms.push_back({m.source, m.destination, m.type, m.options});
+    std::vector<selinux::InjectedDevice> ds;
+    for (const InjectedDevice& d : devices) ds.push_back({d.path, d.host_path});
+    auto res = selinux::apply_labels(doc, ms, ds);
+    if (!res) return wrap(res, "labelling injected mounts");
+    report.labelled = res->labelled.size();
+    report.notes = std::move(res->notes);
+    // A fresh file system needs context= in its mount options, but at
+    // createRuntime the runtime has already read config.json: only podshimd
+    // (NRI, before creation) can add it. Say so rather than pretend.
+    for (const auto& e : res->mount_edits)
+      report.warnings.push_back(fmt::format(
+          "mount '{}' needs a context= option that a hook cannot add after the runtime read "
+          "config.json", e.destination));
+    return report;
   }
 };
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "shim/hook/devices.h"
 #include "shim/hook/oci.h"
 
 namespace podshim::hook {
@@ -28,18 +29,28 @@ inline constexpr std::string_view kInjectedMountsAnnotation = "podshim.io/inject
 Result<std::vector<OciMount>> injected_mounts(const OciConfig& cfg,
                                               const std::map<std::string, std::string>& state_annotations);
 
+// What labelling did, for the caller to log.
+struct LabelReport {
+  size_t labelled = 0;                // sources (re)labelled
+  std::vector<std::string> notes;     // informational (info level)
+  std::vector<std::string> warnings;  // worth a warning, not a failure
+};
+
 class MountLabeler {
  public:
   virtual ~MountLabeler() = default;
-  // Labels the sources of `mounts` for the container described by `cfg`;
-  // returns how many sources were (re)labelled. A no-op returning 0 when
-  // SELinux is disabled.
-  virtual Result<size_t> label(const OciConfig& cfg, const std::vector<OciMount>& mounts) = 0;
+  // Labels the sources of `mounts` for the container whose config.json is
+  // `config_json` (already validated into `cfg`). Nothing is labelled, and
+  // no error returned, when SELinux is disabled.
+  virtual Result<LabelReport> label(std::string_view config_json, const OciConfig& cfg,
+                                    const std::vector<OciMount>& mounts,
+                                    const std::vector<InjectedDevice>& devices) = 0;
 };
 
-// The production labeler, built on selinux/ (selinux_lib_dep): shared
-// (`:z`, level s0) container_file_t labels, because CDI mount sources (driver
-// libraries, metadata files) are the same host files in every container.
+// The production labeler: selinux::apply_labels() (selinux/apply.h), the one
+// call podshim-hook and podshimd share: private (`:Z`) or, for a source
+// another pod already uses, shared (`:z`) container_file_t labels, applied
+// recursively with go-selinux's refusal list.
 std::unique_ptr<MountLabeler> make_selinux_labeler();
 
 }  // namespace podshim::hook

@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
     plog::at(plog::Level::Warning, {{"CONTAINER_ID", out->state.id}}, "podshim-hook {}: {}",
             hook::to_string(opts->stage), w);
   }
+  for (const std::string& n : out->notes) {
+    plog::at(plog::Level::Info, {{"CONTAINER_ID", out->state.id}}, "podshim-hook {}: {}",
+             hook::to_string(opts->stage), n);
+  }
   plog::at(plog::Level::Debug, {{"CONTAINER_ID", out->state.id}},
           "podshim-hook {}: done (devices checked {}, mounts labelled {}, registered {})",
           hook::to_string(opts->stage), out->devices_checked, out->mounts_labelled,

@@ -5,10 +5,8 @@
 // timeout (libcontainer/configs/config.go Command.Run), by which point the
 // container start has failed.
 //
-// The interface is the seam tests and a future shared status client plug
-// into; make_socket_registrar() is a deliberately tiny HTTP/1.1 client (one
-// request per connection, Connection: close) until shim/status ships its own
-// client library.
+// The interface is the seam tests plug into; make_socket_registrar() sends
+// the requests with shim/status's client (status_client_dep).
 #pragma once
 
 #include <chrono>
@@ -26,12 +24,15 @@ inline constexpr std::string_view kDefaultSocketPath = "/run/podshim/podshim.soc
 inline constexpr std::chrono::milliseconds kDefaultTimeout{500};
 
 // What the hook knows about a container at createRuntime. Field names on the
-// wire follow shim/core/json.h (camelCase: id, podUid, cgroupPath, pid,
-// annotations, source).
+// wire are those of shim/status's POST /v1/containers (id, podUid, name,
+// podName, podNamespace, cgroupPath, pid, annotations, source).
 struct Registration {
   std::string id;
   std::string pod_uid;      // "" when the container is not a Kubernetes one (plain podman)
   std::string cgroup_path;  // linux.cgroupsPath verbatim
+  std::string name;           // io.kubernetes.container.name, when present
+  std::string pod_name;       // io.kubernetes.pod.name, when present
+  std::string pod_namespace;  // io.kubernetes.pod.namespace, when present
   int64_t pid = 0;
   std::map<std::string, std::string> annotations;
 };
@@ -54,15 +55,5 @@ class Registrar {
 // not there, EPROTO when it answers with a non-2xx status.
 std::unique_ptr<Registrar> make_socket_registrar(std::string socket_path,
                                                  std::chrono::milliseconds timeout);
-
-// One HTTP exchange over a unix socket within `timeout`; returns the status
-// code and body. Exposed for tests of the protocol edge cases.
-struct HttpResponse {
-  int status = 0;
-  std::string body;
-};
-Result<HttpResponse> unix_http_request(const std::string& socket_path, std::string_view method,
-                                       std::string_view target, std::string_view body,
-                                       std::chrono::milliseconds timeout);
 
 }  // namespace podshim::hook

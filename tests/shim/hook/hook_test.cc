@@ -249,15 +249,29 @@ TEST(CheckDevices, ListedButNotInSpec) {
 
 // ---------------------------------------------------------------- pod uid, args
 
-TEST(PodUid, Sources) {
-  EXPECT_EQ(*pod_uid_from_annotations({{"io.kubernetes.pod.uid", "u1"}}), "u1");
-  EXPECT_EQ(*pod_uid_from_annotations({{"io.kubernetes.cri.sandbox-uid", "u2"}}), "u2");
-  EXPECT_EQ(*pod_uid_from_annotations(
-                {{"io.kubernetes.cri-o.Labels", R"({"io.kubernetes.pod.uid":"u3","x":"y"})"}}),
-            "u3");
-  EXPECT_EQ(*pod_uid_from_annotations({}), "");
-  EXPECT_FALSE(pod_uid_from_annotations({{"io.kubernetes.cri-o.Labels", "nope"}}));
-  EXPECT_FALSE(pod_uid_from_annotations({{"io.kubernetes.pod.uid", "a/b"}}));
+TEST(KubeIdentity, Sources) {
+  EXPECT_EQ(kube_identity({{"io.kubernetes.pod.uid", "u1"}})->pod_uid, "u1");
+  EXPECT_EQ(kube_identity({{"io.kubernetes.cri.sandbox-uid", "u2"}})->pod_uid, "u2");
+  auto crio = kube_identity({{"io.kubernetes.cri-o.Labels",
+                              R"({"io.kubernetes.pod.uid":"u3","io.kubernetes.pod.name":"web",)"
+                              R"("io.kubernetes.pod.namespace":"ns","io.kubernetes.container.name":"c"})"}});
+  ASSERT_TRUE(crio) << crio.error().message;
+  EXPECT_EQ(crio->pod_uid, "u3");
+  EXPECT_EQ(crio->pod_name, "web");
+  EXPECT_EQ(crio->pod_namespace, "ns");
+  EXPECT_EQ(crio->container_name, "c");
+  // The kubelet's own key wins over CRI-O's label copy.
+  EXPECT_EQ(kube_identity({{"io.kubernetes.pod.uid", "direct"},
+                           {"io.kubernetes.cri-o.Labels", R"({"io.kubernetes.pod.uid":"label"})"}})
+                ->pod_uid,
+            "direct");
+  auto none = kube_identity({});
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->pod_uid, "");
+  EXPECT_FALSE(kube_identity({{"io.kubernetes.cri-o.Labels", "nope"}}));
+  EXPECT_FALSE(kube_identity({{"io.kubernetes.cri-o.Labels", R"({"io.kubernetes.pod.uid":7})"}}));
+  EXPECT_FALSE(kube_identity({{"io.kubernetes.pod.uid", "a/b"}}));
+  EXPECT_FALSE(kube_identity({{"io.kubernetes.pod.name", "has space"}}));
 }
 
 TEST(ParseArgs, StagesAndFlags) {
@@ -281,10 +295,13 @@ TEST(ParseArgs, StagesAndFlags) {
 
 class RecordingLabeler : public MountLabeler {
  public:
-  Result<size_t> label(const OciConfig&, const std::vector<OciMount>& mounts) override {
+  Result<LabelReport> label(std::string_view, const OciConfig&, const std::vector<OciMount>& mounts,
+                            const std::vector<InjectedDevice>&) override {
     calls++;
     for (const auto& m : mounts) sources.push_back(m.source);
-    return mounts.size();
+    LabelReport r;
+    r.labelled = mounts.size();
+    return r;
   }
   int calls = 0;
   std::vector<std::string> sources;
@@ -482,13 +499,26 @@ TEST(Labeler, SelectsOnlyListedMounts) {
 
 TEST(Labeler, NoOpWhenSelinuxDisabled) {
   selinux::set_enabled_override_for_testing(false);
-  auto cfg = parse_config(make_config().dump());
-  cfg->mount_label = "system_u:object_r:container_file_t:s0:c1,c2";
+  json config = make_config();
+  config["linux"]["mountLabel"] = "system_u:object_r:container_file_t:s0:c1,c2";
+  auto cfg = parse_config(config.dump());
+  ASSERT_TRUE(cfg);
   auto labeler = make_selinux_labeler();
-  auto n = labeler->label(*cfg, cfg->mounts);
+  auto rep = labeler->label(config.dump(), *cfg, {cfg->mounts[1]}, {});
   selinux::set_enabled_override_for_testing(std::nullopt);
-  ASSERT_TRUE(n) << n.error().message;
-  EXPECT_EQ(*n, 0u);
+  ASSERT_TRUE(rep) << rep.error().message;
+  EXPECT_EQ(rep->labelled, 0u);
+  EXPECT_TRUE(rep->warnings.empty());
+  ASSERT_FALSE(rep->notes.empty());
+  EXPECT_NE(rep->notes[0].find("disabled"), std::string::npos) << rep->notes[0];
+}
+
+TEST(Labeler, NoMountsNoWork) {
+  auto cfg = parse_config(make_config().dump());
+  auto rep = make_selinux_labeler()->label("not even parsed", *cfg, {}, {});
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->labelled, 0u);
+  EXPECT_TRUE(rep->notes.empty());
 }
 
 }  // namespace
