@@ -21,6 +21,8 @@ pkgs=(
   qemu-system-x86 busybox-static cpio
   # OCI runtimes for the hook tests (inside the VM, from the host root)
   crun runc
+  # podman: the hooks.d match test (containers/common pkg/hooks, the matcher CRI-O uses)
+  podman
 )
 
 missing=()
