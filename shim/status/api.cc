@@ -303,6 +303,15 @@ Reply Api::register_container(std::string_view body) {
     if (auto r = deps_.store->upsert_pod(p); !r) return error_reply(500, r.error().message);
   }
   if (auto r = deps_.store->upsert_container(c); !r) return error_reply(500, r.error().message);
+  if (auto p = deps_.store->pod(c.pod_uid); p && p->source == core::Source::Hook) {
+    // Hook-registered pods carry no QoS label: derive it from what is allocated.
+    std::vector<core::K8sResources> rs;
+    for (const auto& s : deps_.store->containers_of(p->uid)) rs.push_back(s.allocated);
+    if (core::compute_qos(rs) != p->qos) {
+      p->qos = core::compute_qos(rs);
+      (void)deps_.store->upsert_pod(*p);
+    }
+  }
   return json_reply(existed ? 200 : 201, core::to_json(c));
 }
 
