@@ -32,6 +32,8 @@ struct RequestState {
   bool peer_ok = false;
   std::string body;
   bool responded = false;
+  bool too_large = false;
+  size_t discarded = 0;
 };
 
 struct Watcher {
@@ -235,20 +237,25 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
-    if (!st->responded) {
-      if (st->body.size() + *upload_data_size > impl->opts.max_body_bytes) {
-        // Chunked uploads have no Content-Length to check up front; stop
-        // buffering at the cap, answer and let MHD close the connection.
-        st->responded = true;
-        st->body.clear();
-        *upload_data_size = 0;
-        return queue(conn, impl, method,
-                     error_reply(413, fmt::format("request body larger than {} bytes", impl->opts.max_body_bytes)));
-      }
-      st->body.append(upload_data, *upload_data_size);
+    if (st->too_large || st->body.size() + *upload_data_size > impl->opts.max_body_bytes) {
+      // Chunked uploads have no Content-Length to check up front. Stop
+      // buffering at the cap and discard the rest (MHD cannot answer before
+      // the upload ends); a client that keeps sending far past the cap is
+      // dropped instead.
+      st->too_large = true;
+      st->discarded += *upload_data_size;
+      st->body.clear();
+      *upload_data_size = 0;
+      return st->discarded > 16 * impl->opts.max_body_bytes ? MHD_NO : MHD_YES;
     }
+    st->body.append(upload_data, *upload_data_size);
     *upload_data_size = 0;
     return MHD_YES;
+  }
+  if (st->too_large && !st->responded) {
+    st->responded = true;
+    return queue(conn, impl, method,
+                 error_reply(413, fmt::format("request body larger than {} bytes", impl->opts.max_body_bytes)));
   }
   if (st->responded) return MHD_YES;
   st->responded = true;

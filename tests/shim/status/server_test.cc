@@ -1,0 +1,413 @@
+// The status socket over a real unix socket: the server runs in-process on its
+// own sd-event loop in a thread; requests go through the client library.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <future>
+#include <grp.h>
+#include <thread>
+
+#include "base/log.h"
+#include "shim/core/metrics.h"
+#include "shim/core/resize.h"
+#include "shim/status/api.h"
+#include "shim/status/client.h"
+#include "shim/status/server.h"
+
+namespace podshim::status {
+namespace {
+
+using nlohmann::json;
+
+class FakeActuator : public core::Actuator {
+ public:
+  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest&) override {
+    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with});
+    return cgroup::ResizeReport{};
+  }
+  std::string fail_with;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/podshim-status-XXXXXX";
+    dir = mkdtemp(tmpl);
+    chmod(dir.c_str(), 0755);  // the unprivileged peer must reach the socket
+    sock = dir + "/s.sock";
+    store = core::Store::in_memory();
+    resize = std::make_unique<core::ResizeManager>(*store, act, core::NodeAllocatable{4000, 8LL << 30}, &metrics);
+  }
+  void TearDown() override {
+    stop();
+    std::filesystem::remove_all(dir);
+  }
+
+  void start(ServerOptions o) {
+    o.socket_path = sock;
+    ASSERT_EQ(pipe2(stop_pipe, O_CLOEXEC), 0);
+    std::promise<std::string> started;
+    auto fut = started.get_future();
+    loop_thread = std::thread([this, o = std::move(o), &started]() mutable {
+      sd_event* loop = nullptr;
+      sd_event_new(&loop);
+      sd_event_add_io(loop, nullptr, stop_pipe[0], EPOLLIN,
+                      [](sd_event_source* s, int, uint32_t, void*) {
+                        return sd_event_exit(sd_event_source_get_event(s), 0);
+                      },
+                      nullptr);
+      ServerDeps deps;
+      deps.store = store.get();
+      deps.resize = resize.get();
+      deps.metrics = &metrics;
+      auto srv = Server::start(loop, std::move(o), deps);
+      started.set_value(srv ? "" : srv.error().message);
+      if (srv) {
+        sd_event_loop(loop);
+        srv->reset();
+      }
+      sd_event_unref(loop);
+    });
+    std::string err = fut.get();
+    ASSERT_EQ(err, "");
+    running = true;
+  }
+  void stop() {
+    if (!running) return;
+    (void)!write(stop_pipe[1], "x", 1);
+    loop_thread.join();
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
+    running = false;
+  }
+  ServerOptions opts() {
+    ServerOptions o;
+    auto p = AccessPolicy::create(core::default_access_rules(), "", "");
+    EXPECT_TRUE(p);
+    o.policy = *p;
+    o.timeout = std::chrono::seconds(1);
+    o.max_body_bytes = 64 << 10;
+    return o;
+  }
+  HttpResponse req(std::string_view method, std::string_view target, std::string_view body = {}) {
+    ClientOptions o;
+    o.socket_path = sock;
+    o.timeout = std::chrono::seconds(20);
+    auto r = http_request(o, method, target, body);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : HttpResponse{};
+  }
+  // Raw bytes on a fresh connection; returns everything read until close.
+  std::string raw(std::string_view bytes, bool read_reply = true) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strcpy(sa.sun_path, sock.c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    timeval tv{30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::string out;
+    if (read_reply) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return out;
+  }
+  void healthy() {
+    auto h = req("GET", "/healthz");
+    EXPECT_EQ(h.status, 200);
+    EXPECT_EQ(h.body, "ok\n");
+  }
+  void register_c(const std::string& id, const std::string& pod = "pod1") {
+    auto r = req("POST", "/v1/containers",
+                 json{{"id", id}, {"podUid", pod}, {"cgroupPath", "/kubepods/" + pod + "/" + id},
+                      {"resources", {{"requests", {{"cpu", "250m"}, {"memory", "64Mi"}}},
+                                     {"limits", {{"memory", "128Mi"}}}}}}.dump());
+    ASSERT_TRUE(r.status == 201 || r.status == 200) << r.body;
+  }
+
+  std::string dir, sock;
+  std::unique_ptr<core::Store> store;
+  core::Metrics metrics;
+  FakeActuator act;
+  std::unique_ptr<core::ResizeManager> resize;
+  std::thread loop_thread;
+  int stop_pipe[2] = {-1, -1};
+  bool running = false;
+};
+
+TEST_F(ServerTest, SocketModeAndEndpoints) {
+  start(opts());
+  struct stat st {};
+  ASSERT_EQ(stat(sock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  healthy();
+  EXPECT_EQ(req("GET", "/readyz").status, 200);
+  register_c("c1");
+  // Registration is idempotent.
+  auto again = req("POST", "/v1/containers", R"({"id":"c1","pid":42})");
+  EXPECT_EQ(again.status, 200) << again.body;
+  auto c = req("GET", "/v1/containers/c1");
+  ASSERT_EQ(c.status, 200);
+  json j = json::parse(c.body);
+  EXPECT_EQ(j["allocated"]["cpuRequestMilli"], 250);
+  EXPECT_EQ(j["pid"], 42);
+  EXPECT_EQ(j["podUid"], "pod1");
+  auto list = json::parse(req("GET", "/v1/containers").body);
+  EXPECT_EQ(list["items"].size(), 1u);
+  auto pods = json::parse(req("GET", "/v1/pods").body);
+  ASSERT_EQ(pods["items"].size(), 1u);
+  EXPECT_EQ(pods["items"][0]["qosClass"], "Burstable");
+  EXPECT_EQ(req("GET", "/v1/pods/pod1").status, 200);
+  EXPECT_EQ(req("GET", "/v1/containers/nope").status, 404);
+  EXPECT_EQ(req("GET", "/v1/pods/nope").status, 404);
+  EXPECT_EQ(req("GET", "/v1/containers/..").status, 400);
+  EXPECT_EQ(req("GET", "/v2/x").status, 404);
+  EXPECT_EQ(req("PUT", "/v1/containers/c1").status, 405);
+
+  auto rz = req("POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"memory":"256Mi","cpu":"1"}}})");
+  ASSERT_EQ(rz.status, 200) << rz.body;
+  json rj = json::parse(rz.body);
+  EXPECT_EQ(rj["result"], "applied");
+  EXPECT_EQ(rj["container"]["allocated"]["memoryLimitBytes"], 256 << 20);
+  EXPECT_EQ(rj["container"]["generation"], 1);
+
+  act.fail_with = "memory limit (1048576) below current usage (9999999)";
+  rz = req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"memory":"1Mi"},"limits":{"memory":"1Mi"}}})");
+  rj = json::parse(rz.body);
+  EXPECT_EQ(rj["result"], "error");
+  EXPECT_EQ(rj["container"]["conditions"][0]["type"], "PodResizeInProgress");
+  EXPECT_EQ(rj["container"]["conditions"][0]["reason"], "Error");
+  EXPECT_EQ(rj["container"]["conditions"][0]["message"], act.fail_with);
+  EXPECT_EQ(rj["container"]["conditions"][0]["observedGeneration"], 2);
+
+  rz = req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"100"},"limits":{"cpu":"100"}}})");
+  EXPECT_EQ(json::parse(rz.body)["result"], "infeasible");
+
+  auto m = req("GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.content_type.find("text/plain"), std::string::npos);
+  EXPECT_NE(m.body.find("podshim_resize_requests_total{result=\"applied\"} 1"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("podshim_memory_shrinks_refused_total 1"), std::string::npos);
+  EXPECT_NE(m.body.find("podshim_containers 1"), std::string::npos);
+
+  auto del = req("DELETE", "/v1/containers/c1");
+  EXPECT_EQ(del.status, 200);
+  EXPECT_EQ(json::parse(del.body)["removed"], true);
+  del = req("DELETE", "/v1/containers/c1");  // idempotent
+  EXPECT_EQ(del.status, 200);
+  EXPECT_EQ(json::parse(del.body)["removed"], false);
+  EXPECT_EQ(json::parse(req("GET", "/v1/pods").body)["items"].size(), 0u);  // hook pod went with it
+  stop();
+  EXPECT_NE(access(sock.c_str(), F_OK), 0) << "socket removed on shutdown";
+}
+
+TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
+  start(opts());
+  struct Case { const char* body; const char* want; };
+  for (auto& c : {Case{"{not json", "not valid JSON"}, Case{"[]", "must be a JSON object"},
+                  Case{R"({"id":"x","colour":"red"})", "unknown field 'colour'"},
+                  Case{R"({"id":"../../etc"})", "container id"}, Case{R"({"id":5})", "must be a string"},
+                  Case{"", "empty"}}) {
+    auto r = req("POST", "/v1/containers", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
+  }
+  register_c("c1");
+  for (auto& c : {Case{R"({"resources":{"limits":{"gpu":"1"}}})", "unknown field 'resources.limits.gpu'"},
+                  Case{R"({"resources":{"limits":{"memory":"lots"}}})", "lots"},
+                  Case{R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"Sometimes"}]})", "Sometimes"},
+                  Case{R"({"resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}})", "less than or equal"}}) {
+    auto r = req("POST", "/v1/containers/c1/resize", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
+  }
+  // A declared body over the cap: 413 before any of it is read.
+  std::string head = "POST /v1/containers HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n";
+  std::string reply = raw(head);
+  EXPECT_NE(reply.find(" 413 "), std::string::npos) << reply;
+  // A chunked body that grows past the cap.
+  std::string chunked = "POST /v1/containers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string chunk(16384, 'a');
+  for (int i = 0; i < 8; ++i) chunked += fmt::format("{:x}\r\n{}\r\n", chunk.size(), chunk);
+  chunked += "0\r\n\r\n";
+  reply = raw(chunked);
+  EXPECT_NE(reply.find(" 413 "), std::string::npos) << "[" << reply.substr(0, 200) << "]";
+  // Garbage instead of HTTP.
+  reply = raw(std::string("\x16\x03\x01\x00\xff garbage\r\n\r\n", 20));
+  EXPECT_EQ(reply.find(" 200 "), std::string::npos);
+  // A vanishing client: half a request, then gone.
+  raw("GET /v1/contai", false);
+  // A slow client: half a request, then silence; the server (timeout 1 s)
+  // closes the connection — recv returns 0 rather than blocking forever.
+  reply = raw("GET /v1/containers HTTP/1.1\r\nHost:");
+  EXPECT_EQ(reply.find(" 200 "), std::string::npos);
+  healthy();
+}
+
+TEST_F(ServerTest, WatchDeliversEveryEventInOrder) {
+  start(opts());
+  ClientOptions co;
+  co.socket_path = sock;
+  std::vector<json> lines;
+  std::promise<void> got_bookmark;
+  constexpr int kN = 40;
+  std::thread watcher([&] {
+    bool first = true;
+    auto r = http_stream_lines(co, "/v1/watch", [&](std::string_view l) {
+      lines.push_back(json::parse(l));
+      if (first) {
+        first = false;
+        got_bookmark.set_value();
+      }
+      return lines.size() < 1 + 2 * kN;
+    });
+    EXPECT_TRUE(r) << r.error().message;
+  });
+  got_bookmark.get_future().wait();
+  for (int i = 0; i < kN; ++i) {
+    register_c(fmt::format("w{}", i), fmt::format("p{}", i));
+    ASSERT_EQ(req("DELETE", fmt::format("/v1/containers/w{}", i)).status, 200);
+  }
+  watcher.join();
+  ASSERT_EQ(lines.size(), 1u + 2 * kN);
+  EXPECT_EQ(lines[0]["type"], "Bookmark");
+  uint64_t seq = lines[0]["seq"];
+  int added = 0, removed = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["seq"].get<uint64_t>(), seq + 1) << "gap or reorder at line " << i;
+    seq = lines[i]["seq"];
+    std::string t = lines[i]["type"];
+    if (t == "ContainerUpserted") ++added;
+    if (t == "ContainerRemoved") ++removed;
+  }
+  EXPECT_GT(added, 0);
+  EXPECT_GT(removed, 0);
+  healthy();
+}
+
+// Forks a child that drops to nobody (65534) and asks for `method path`;
+// returns the HTTP status it saw (or -1).
+int as_nobody(const std::string& sock, const char* method, const char* path, const char* body) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+    ClientOptions co;
+    co.socket_path = sock;
+    auto r = http_request(co, method, path, body);
+    int status = r ? r->status : -2;
+    (void)!write(p[1], &status, sizeof(status));
+    _exit(0);
+  }
+  close(p[1]);
+  int status = -1;
+  if (read(p[0], &status, sizeof(status)) != sizeof(status)) status = -1;
+  close(p[0]);
+  waitpid(pid, nullptr, 0);
+  return status;
+}
+
+TEST_F(ServerTest, AccessControlFromPeerCredentials) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to fork a peer that drops to uid 65534";
+  // Capture the denial log lines.
+  std::string logfile = dir + "/log";
+  int saved = dup(2);
+  int lf = open(logfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  dup2(lf, 2);
+  log::init(log::Target::Stderr, log::Level::Info, "test");
+
+  auto o = opts();
+  o.socket_gid = 65534;  // the peer can connect; the rules decide
+  // Reads for gid 65534, writes for root only.
+  std::vector<core::AccessRule> rules = {{"*", {"GET"}, {0}, {"65534"}}, {"*", {"POST", "DELETE"}, {0}, {}}};
+  auto pol = AccessPolicy::create(rules, "", "");
+  ASSERT_TRUE(pol);
+  o.policy = *pol;
+  start(std::move(o));
+  register_c("c1");
+  EXPECT_EQ(as_nobody(sock, "GET", "/v1/containers", ""), 200);
+  EXPECT_EQ(as_nobody(sock, "POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"cpu":"1"}}})"), 403);
+  EXPECT_EQ(as_nobody(sock, "DELETE", "/v1/containers/c1", ""), 403);
+  EXPECT_TRUE(store->container("c1")) << "a denied DELETE must not delete";
+  EXPECT_EQ(store->container("c1")->generation, 0) << "a denied resize must not bump the generation";
+
+  // Default rules with no socket group: only root.
+  auto def = AccessPolicy::create(core::default_access_rules(), "", "");
+  ASSERT_TRUE(def);
+  stop();
+  o = opts();
+  o.socket_gid = 65534;
+  start(std::move(o));
+  EXPECT_EQ(as_nobody(sock, "GET", "/healthz", ""), 403);
+  EXPECT_EQ(req("GET", "/healthz").status, 200);  // root still served
+  stop();
+
+  dup2(saved, 2);
+  close(saved);
+  close(lf);
+  log::init(log::Target::Stderr, log::Level::Info, "test");
+  std::ifstream in(logfile);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  EXPECT_NE(text.find("denied POST /v1/containers/c1/resize to uid 65534 pid "), std::string::npos) << text;
+  EXPECT_NE(text.find("denied DELETE /v1/containers/c1 to uid 65534"), std::string::npos) << text;
+  EXPECT_NE(text.find("denied GET /healthz to uid 65534"), std::string::npos) << text;
+  EXPECT_EQ(metrics.http_denied.value(), 3);
+}
+
+TEST(AccessPolicy, FirstMatchingRuleDecides) {
+  std::vector<core::AccessRule> rules = {{"/metrics", {"GET"}, {1000}, {}}, {"*", {"*"}, {0}, {}}};
+  auto p = AccessPolicy::create(rules, "", "");
+  ASSERT_TRUE(p);
+  Peer u1000{1, 1000, 1000, {}};
+  Peer root{1, 0, 0, {}};
+  EXPECT_TRUE(p->allowed(u1000, "GET", "/metrics"));
+  EXPECT_FALSE(p->allowed(u1000, "GET", "/v1/containers"));
+  EXPECT_FALSE(p->allowed(root, "GET", "/metrics"));  // the first match excludes root
+  EXPECT_TRUE(p->allowed(root, "DELETE", "/v1/containers/x"));
+  Peer supp{1, 2000, 2000, {4242}};
+  auto g = AccessPolicy::create({{"*", {"GET"}, {}, {"4242"}}}, "", "");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->allowed(supp, "GET", "/x"));
+  EXPECT_FALSE(g->allowed(supp, "POST", "/x"));
+  auto bad = AccessPolicy::create({{"*", {"GET"}, {}, {"no-such-group-xyz"}}}, "", "");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("no-such-group-xyz"), std::string::npos);
+}
+
+TEST(ParseResize, NullRemovesAndPolicies) {
+  auto r = parse_container_resize(
+      R"({"resources":{"requests":{"cpu":"250m"},"limits":{"memory":null}},
+          "resizePolicy":[{"resourceName":"memory","restartPolicy":"RestartContainer"}]})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->resources.cpu_request_milli, 250);
+  EXPECT_TRUE(r->remove.memory_limit);
+  EXPECT_EQ(r->memory_policy, core::ResizePolicy::RestartContainer);
+  EXPECT_FALSE(r->cpu_policy);
+  auto p = parse_pod_resize(R"({"resources":{"limits":{"cpu":"2"}},"containers":[{"id":"a","resources":{}}]})");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->pod_resources->cpu_limit_milli, 2000);
+  EXPECT_EQ(p->containers.at(0).container_id, "a");
+  EXPECT_FALSE(parse_pod_resize("{}"));
+}
+
+}  // namespace
+}  // namespace podshim::status
