@@ -265,6 +265,12 @@ void NriAdapter::read_back_container(const std::string& id) {
   (void)store_.update_container(id, [&](core::Container& ct) {
     core::ActualResources act;
     act.resources.cpu_request_milli = a->cpu_request_milli;
+    // Many requests map onto one weight; when the kernel holds exactly the
+    // weight of the allocated request, that request is what it holds.
+    if (ct.allocated.cpu_request_milli &&
+        a->cpu_weight_raw ==
+            std::to_string(cgroup::milli_cpu_to_weight(*ct.allocated.cpu_request_milli, opts_.formula)))
+      act.resources.cpu_request_milli = ct.allocated.cpu_request_milli;
     act.resources.cpu_limit_milli = a->cpu_limit_milli;
     act.resources.memory_limit_bytes = a->memory_limit_bytes;
     act.memory_current = a->memory_current;

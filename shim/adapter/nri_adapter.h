@@ -21,6 +21,10 @@ namespace podshim::adapter {
 
 struct AdapterOptions {
   AdjustmentOptions adjustment;
+  // The shares→weight formula the runtime uses for containers, to report
+  // the allocated request as actual when cpu.weight matches it exactly
+  // (the weight → milliCPU inverse is not unique).
+  cgroup::WeightFormula formula = cgroup::WeightFormula::Quadratic;
   // Events podshim subscribes to (the stub keeps those the runtime knows).
   uint32_t events = 0;  // 0 → kDefaultEvents
 };

@@ -46,6 +46,7 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
             m->registry_->specs().size());
 
   adapter::AdapterOptions ao;
+  ao.formula = cfg.weight_formula;
   ao.adjustment.hook_path = PODSHIM_HOOK_PATH;
   ao.adjustment.inject_hook = access(ao.adjustment.hook_path.c_str(), X_OK) == 0;
   if (!ao.adjustment.inject_hook)
