@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -88,6 +89,12 @@ struct Engine::Impl {
   std::mutex um_mu;
   std::shared_ptr<UnitManager> um;
   std::atomic<uint64_t> plan_seq{0};
+  // TEST SEAM (tests/kernel/crash): pauses that hold a crash window open so
+  // a test can kill -9 the process at a known point. Read once in create()
+  // from PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS (after memory.high is clamped and
+  // the clamp journaled) and PODSHIM_TEST_PAUSE_AFTER_STEP_MS (after the
+  // first step of a multi-step plan); zero, the default, means no pause.
+  std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 
   struct Bound {
     std::string id;
@@ -202,6 +209,7 @@ struct Engine::Impl {
         unjournal_clamp(t);
         return w;
       }
+      if (test_pause_after_clamp.count() > 0) std::this_thread::sleep_for(test_pause_after_clamp);  // test seam
     }
     auto restore_high = [&]() -> Result<void> {
       if (!clamp_needed) return {};
@@ -412,6 +420,8 @@ struct Engine::Impl {
       for (const auto& c : s.changes) step_rep.push_back({t.id, c.file, c.before, c.after});
       rep.steps.insert(rep.steps.end(), step_rep.begin(), step_rep.end());
       if (opts.after_step) opts.after_step(step_rep);
+      if (i == 0 && plan.size() > 1 && test_pause_after_step.count() > 0)
+        std::this_thread::sleep_for(test_pause_after_step);  // test seam
     }
     drop_journal();
     return rep;
@@ -588,6 +598,15 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
     return fail(EINVAL, "shrink timeout {} ms must be in (0, 1900] to stay under NRI's 2 s",
                 opts.shrink_timeout.count());
   impl->opts = std::move(opts);
+  // Test seam (see Impl): unset or unparsable means no pause.
+  auto test_ms = [](const char* name) {
+    const char* v = std::getenv(name);
+    if (!v) return std::chrono::milliseconds(0);
+    auto n = str::parse_u64(v);
+    return std::chrono::milliseconds(n ? static_cast<int64_t>(std::min<uint64_t>(*n, 600000)) : 0);
+  };
+  impl->test_pause_after_clamp = test_ms("PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS");
+  impl->test_pause_after_step = test_ms("PODSHIM_TEST_PAUSE_AFTER_STEP_MS");
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
