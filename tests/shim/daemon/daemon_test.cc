@@ -1,0 +1,174 @@
+// podshimd as a process: hooks-only mode on a fake cgroup tree, state that
+// survives a restart, SIGHUP reload, clean SIGTERM, and podshimctl against it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/shim/daemon/daemon_harness.h"
+
+namespace podshim::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs podshimctl with args; returns {exit code, stdout}.
+std::pair<int, std::string> ctl(const std::string& sock, const std::string& args) {
+  std::string cmd = std::string(getenv("PODSHIMCTL")) + " --socket " + sock + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  int st = pclose(f);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!getenv("PODSHIMD") || !getenv("PODSHIMCTL")) GTEST_SKIP() << "run through meson test";
+    dir = make_temp_dir();
+  }
+  void TearDown() override {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  std::string dir;
+};
+
+TEST_F(DaemonTest, ResizeThroughEngineAndStateSurvivesRestart) {
+  std::string cfg = dir + "/config.yaml";
+  std::ofstream(cfg) << "node:\n  allocatable: {cpu: \"4\", memory: 8Gi}\n";
+  Daemon d(dir, {"--config", cfg});
+  ASSERT_TRUE(d.start()) << slurp(d.log());
+  fake_cgroup(d.cgroot(), "/kubepods/burstable/podp1/c1");
+  auto r = d.req("POST", "/v1/containers",
+                 R"({"id":"c1","podUid":"p1","cgroupPath":"/kubepods/burstable/podp1/c1",
+                     "resources":{"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"memory":"128Mi"}}})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"cpu":"500m","memory":"256Mi"}}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["result"], "applied") << r.body;
+  // The engine wrote the fake tree.
+  EXPECT_EQ(slurp(d.cgroot() + "/kubepods/burstable/podp1/c1/memory.max"), "268435456");
+  EXPECT_EQ(slurp(d.cgroot() + "/kubepods/burstable/podp1/c1/cpu.max"), "50000 100000");
+  // Infeasible beyond the configured allocatable.
+  r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"memory":"9Gi"},"limits":{"memory":"9Gi"}}})");
+  EXPECT_EQ(json::parse(r.body)["result"], "infeasible") << r.body;
+
+  int st = d.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(d.log());
+  EXPECT_FALSE(std::filesystem::exists(d.socket())) << "socket removed on SIGTERM";
+
+  Daemon d2(dir, {"--config", cfg});
+  ASSERT_TRUE(d2.start()) << slurp(d2.log());
+  r = d2.req("GET", "/v1/containers/c1");
+  ASSERT_EQ(r.status, 200);
+  json c = json::parse(r.body);
+  EXPECT_EQ(c["allocated"]["memoryLimitBytes"], 256 << 20);
+  EXPECT_EQ(c["generation"], 2);
+  EXPECT_EQ(c["conditions"][0]["reason"], "Infeasible");
+  EXPECT_EQ(c["desired"]["memoryRequestBytes"], 9LL << 30);
+}
+
+TEST_F(DaemonTest, SighupReloadsAndKeepsOldConfigOnError) {
+  std::string cfg = dir + "/config.yaml";
+  std::ofstream(cfg) << "node:\n  allocatable: {cpu: \"1\", memory: 1Gi}\n";
+  Daemon d(dir, {"--config", cfg});
+  ASSERT_TRUE(d.start()) << slurp(d.log());
+  d.req("POST", "/v1/containers", R"({"id":"c1","cgroupPath":"/c1","resources":{"requests":{"cpu":"100m"}}})");
+  fake_cgroup(d.cgroot(), "/c1");
+  auto r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"2"}}})");
+  EXPECT_EQ(json::parse(r.body)["result"], "infeasible");
+  // A bad file: logged, old config kept, daemon alive.
+  std::ofstream(cfg) << "node: {allocatable: {cpu: \"4\", gpu: 1}}\n";
+  kill(d.pid(), SIGHUP);
+  for (int i = 0; i < 200 && slurp(d.log()).find("keeping the running one") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(slurp(d.log()).find("unknown key 'node.allocatable.gpu'"), std::string::npos) << slurp(d.log());
+  EXPECT_EQ(d.req("GET", "/healthz").status, 200);
+  // A good file: the larger allocatable admits the same resize.
+  std::ofstream(cfg) << "node: {allocatable: {cpu: \"4\", memory: 1Gi}}\n";
+  kill(d.pid(), SIGHUP);
+  for (int i = 0; i < 200 && slurp(d.log()).find("Configuration reloaded") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"2"}}})");
+  EXPECT_EQ(json::parse(r.body)["result"], "applied") << r.body;
+}
+
+TEST_F(DaemonTest, CorruptStateIsMovedAsideNotFatal) {
+  std::filesystem::create_directories(dir + "/state/containers");
+  std::ofstream(dir + "/state/containers/bad.json") << "{{{";
+  Daemon d(dir);
+  ASSERT_TRUE(d.start()) << slurp(d.log());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/state/containers/bad.json.corrupt"));
+  EXPECT_NE(slurp(d.log()).find("bad.json"), std::string::npos);
+}
+
+TEST_F(DaemonTest, PodshimctlAgainstRunningDaemon) {
+  Daemon d(dir);
+  ASSERT_TRUE(d.start()) << slurp(d.log());
+  fake_cgroup(d.cgroot(), "/kubepods/podp1/c1");
+  d.req("POST", "/v1/containers",
+        R"({"id":"c1","podUid":"p1","name":"app","cgroupPath":"/kubepods/podp1/c1",
+            "resources":{"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"memory":"128Mi"}}})");
+  auto [rc, out] = ctl(d.socket(), "status");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("containers:         1"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(d.socket(), "get containers");
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("250m/-"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(d.socket(), "resize c1 --memory 256Mi --cpu-limit 1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("applied"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(d.socket(), "-o json get containers c1");
+  EXPECT_EQ(rc, 0);
+  json j = json::parse(out);
+  EXPECT_EQ(j["allocated"]["memoryLimitBytes"], 256 << 20);
+  EXPECT_EQ(j["allocated"]["cpuLimitMilli"], 1000);
+  std::tie(rc, out) = ctl(d.socket(), "resize c1 --memory 64Mi --policy memory=RestartContainer");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("restart_required"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(d.socket(), "resize c1 --cpu 100");  // > node
+  EXPECT_EQ(rc, 1) << out;
+  std::tie(rc, out) = ctl(d.socket(), "get containers nope");
+  EXPECT_EQ(rc, 4) << out;
+  std::tie(rc, out) = ctl(d.socket(), "resize c1 --memory lots");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = ctl(d.socket(), "-o json watch --count 1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("Bookmark"), std::string::npos);
+  d.stop();
+  std::tie(rc, out) = ctl(d.socket(), "status");
+  EXPECT_EQ(rc, 3) << out;
+}
+
+TEST(PodshimdCli, HelpAndBadFlags) {
+  if (!getenv("PODSHIMD")) GTEST_SKIP();
+  std::string bin = getenv("PODSHIMD");
+  FILE* f = popen((bin + " --help").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(f), 0);
+  for (const char* flag : {"--config", "--nri=on|off", "--socket", "--state-dir", "--cgroup-root", "--log-level",
+                           "--check-config", "SIGHUP", "SIGTERM"}) {
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_EQ(WEXITSTATUS(system((bin + " --nri=maybe 2>/dev/null").c_str())), 2);
+  EXPECT_EQ(WEXITSTATUS(system((bin + " --config /nonexistent.yaml --check-config 2>/dev/null").c_str())), 2);
+}
+
+}  // namespace
+}  // namespace podshim::testing
