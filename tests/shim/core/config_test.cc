@@ -81,3 +81,50 @@ TEST(Config, MissingFile) {
 
 }  // namespace
 }  // namespace podshim::core
+
+namespace podshim::core {
+namespace {
+
+// docs/config.yaml.example claims to list the defaults: it must parse and
+// equal them.
+TEST(Config, DocumentedExampleIsTheDefaults) {
+  const char* src = getenv("PODSHIM_SRC");
+  if (!src) GTEST_SKIP() << "run through meson test";
+  auto c = load_config(std::string(src) + "/docs/config.yaml.example", true);
+  ASSERT_TRUE(c) << c.error().message;
+  Config d;
+  EXPECT_EQ(c->log_level, d.log_level);
+  EXPECT_EQ(c->socket_path, d.socket_path);
+  EXPECT_EQ(c->socket_mode, d.socket_mode);
+  EXPECT_EQ(c->socket_group, d.socket_group);
+  EXPECT_EQ(c->admin_group, d.admin_group);
+  ASSERT_EQ(c->access.size(), d.access.size());
+  for (size_t i = 0; i < d.access.size(); ++i) {
+    EXPECT_EQ(c->access[i].path, d.access[i].path);
+    EXPECT_EQ(c->access[i].methods, d.access[i].methods);
+    EXPECT_EQ(c->access[i].uids, d.access[i].uids);
+    EXPECT_EQ(c->access[i].groups, d.access[i].groups);
+  }
+  EXPECT_EQ(c->http_timeout, d.http_timeout);
+  EXPECT_EQ(c->max_body_bytes, d.max_body_bytes);
+  EXPECT_EQ(c->max_connections, d.max_connections);
+  EXPECT_EQ(c->state_dir, d.state_dir);
+  EXPECT_EQ(c->cgroup_root, d.cgroup_root);
+  EXPECT_EQ(c->cgroup_driver, d.cgroup_driver);
+  EXPECT_EQ(c->weight_formula, d.weight_formula);
+  EXPECT_EQ(c->shrink_timeout, d.shrink_timeout);
+  EXPECT_EQ(c->shrink_headroom_bytes, d.shrink_headroom_bytes);
+  EXPECT_EQ(c->allocatable_cpu_milli, d.allocatable_cpu_milli);
+  EXPECT_EQ(c->allocatable_memory_bytes, d.allocatable_memory_bytes);
+  EXPECT_EQ(c->nri_enabled, d.nri_enabled);
+  EXPECT_EQ(c->nri_socket, d.nri_socket);
+  EXPECT_EQ(c->nri_plugin_name, d.nri_plugin_name);
+  EXPECT_EQ(c->nri_plugin_index, d.nri_plugin_index);
+  EXPECT_EQ(c->cdi_spec_dirs, d.cdi_spec_dirs);
+  EXPECT_EQ(c->selinux_file_type, d.selinux_file_type);
+  EXPECT_EQ(c->hook_strict, d.hook_strict);
+  EXPECT_EQ(c->hook_timeout, d.hook_timeout);
+}
+
+}  // namespace
+}  // namespace podshim::core
