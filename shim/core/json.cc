@@ -108,31 +108,37 @@ json to_json(const Pod& p) {
 }
 
 json to_json(const Container& c) {
-  json conds = json::array();
-  if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
-  if (c.conditions.in_progress) {
-    conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
-  }
-  json devices = json::array();
-  for (const auto& d : c.devices) devices.push_back({{"name", d.cdi_name}, {"nodes", d.node_paths}});
-  json j{{"id", c.id},
-         {"podUid", c.pod_uid},
-         {"name", c.name},
-         {"cgroupPath", c.cgroup_path},
-         {"state", c.state},
-         {"pid", c.pid},
-         {"resizePolicy", {{"cpu", to_string(c.cpu_policy)}, {"memory", to_string(c.memory_policy)}}},
-         {"desired", to_json(c.desired)},
-         {"allocated", to_json(c.allocated)},
-         {"conditions", std::move(conds)},
-         {"restartRequired", c.restart_required},
-         {"generation", c.generation},
-         {"devices", std::move(devices)},
-         {"selinuxMountLabel", c.selinux_mount_label},
-         {"lastError", c.last_error},
-         {"annotations", c.annotations},
-         {"source", to_string(c.source)}};
+  // Built by assignment rather than one initializer list: nlohmann copies
+  // every element of an initializer list, which dominated GET /v1/containers.
+  json j = json::object();
+  j["id"] = c.id;
+  j["podUid"] = c.pod_uid;
+  j["name"] = c.name;
+  j["cgroupPath"] = c.cgroup_path;
+  j["state"] = c.state;
+  j["pid"] = c.pid;
+  json& pol = j["resizePolicy"];
+  pol["cpu"] = to_string(c.cpu_policy);
+  pol["memory"] = to_string(c.memory_policy);
+  j["desired"] = to_json(c.desired);
+  j["allocated"] = to_json(c.allocated);
   j["actual"] = c.actual ? to_json(*c.actual) : json(nullptr);
+  json& conds = j["conditions"] = json::array();
+  if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
+  if (c.conditions.in_progress) conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
+  j["restartRequired"] = c.restart_required;
+  j["generation"] = c.generation;
+  json& devices = j["devices"] = json::array();
+  for (const auto& d : c.devices) {
+    json dj = json::object();
+    dj["name"] = d.cdi_name;
+    dj["nodes"] = d.node_paths;
+    devices.push_back(std::move(dj));
+  }
+  j["selinuxMountLabel"] = c.selinux_mount_label;
+  j["lastError"] = c.last_error;
+  j["annotations"] = c.annotations;
+  j["source"] = to_string(c.source);
   return j;
 }
 

@@ -234,9 +234,16 @@ Reply Api::get_containers(std::string_view id) {
     if (!c) return error_reply(404, fmt::format("no container '{}'", id));
     return json_reply(200, core::to_json(*c));
   }
-  json items = json::array();
-  for (const auto& c : s->containers()) items.push_back(core::to_json(c));
-  return json_reply(200, json{{"items", std::move(items)}});
+  // Serialised item by item: building one json array of every container and
+  // wrapping it would copy the whole tree once more.
+  std::string out = "{\"items\":[";
+  for (const auto& c : s->containers()) {
+    out += core::to_json(c).dump();
+    out += ',';
+  }
+  if (out.back() == ',') out.pop_back();
+  out += "]}\n";
+  return Reply{200, "application/json", std::move(out)};
 }
 
 Reply Api::register_container(std::string_view body) {
