@@ -39,6 +39,11 @@ size_t element_size(const google::protobuf::Message& m) {
 
 Simulator::Simulator(sd_event* loop, SimOptions opts) : loop_(loop), opts_(std::move(opts)) {
   if (opts_.nri_version.empty()) opts_.nri_version = fmt::format("v0.{}.0", opts_.nri_minor);
+  if (opts_.runtime_version.empty()) {
+    const int m = opts_.nri_minor;
+    opts_.runtime_version = m >= 12 ? "v2.3.0" : m >= 10 ? "v2.2.1" : m >= 7 ? "v2.0.0"
+                          : m >= 4 ? "v1.7.13" : "v1.7.0";
+  }
   on_update_containers = [](const api::UpdateContainersRequest&) {
     return api::UpdateContainersResponse();
   };
@@ -124,7 +129,12 @@ Result<pid_t> Simulator::spawn_plugin(const std::string& exe, const std::string&
   if (pid == 0) {
     // Child: only async-signal-safe calls from here on.
     const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (::dup2(theirs->get(), 3) < 0) _exit(127);
+    // dup2 onto itself would keep O_CLOEXEC and lose the fd at exec.
+    if (theirs->get() == 3) {
+      if (::fcntl(3, F_SETFD, 0) < 0) _exit(127);
+    } else if (::dup2(theirs->get(), 3) < 0) {
+      _exit(127);
+    }
     if (devnull >= 0) {
       ::dup2(devnull, 0);
       ::dup2(devnull, 1);

@@ -29,7 +29,9 @@ struct SimOptions {
   // fields, ValidEvents, paging, the event transport and the framing.
   int nri_minor = 12;
   std::string runtime_name = "containerd";
-  std::string runtime_version = "v2.3.0";
+  // Default: a containerd release that vendors that NRI version (facts §8),
+  // so a plugin's version detection sees a consistent runtime.
+  std::string runtime_version;
   std::string nri_version;        // sent from v0.12 on; default "v0.<minor>.0"
   std::string config;             // ConfigureRequest.config
   int64_t registration_timeout_ms = 5000;

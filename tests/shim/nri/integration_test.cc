@@ -32,7 +32,7 @@ class NriIntegration : public ::testing::Test {
     ::rmdir(dir_.c_str());
   }
 
-  void make_sim(int minor, std::string runtime_version = "v2.3.0") {
+  void make_sim(int minor, std::string runtime_version = "") {
     SimOptions o;
     o.nri_minor = minor;
     o.runtime_version = std::move(runtime_version);
