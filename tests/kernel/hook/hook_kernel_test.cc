@@ -10,7 +10,9 @@
 // 3. podman --hooks-dir <packaging/hooks.d> runs a container with and without
 //    a matching annotation: podman uses containers/common pkg/hooks, the same
 //    matcher CRI-O uses, so this shows the shipped match rules work.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <iterator>
@@ -24,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "shim/status/client.h"
 #include "tests/kernel/hook/run_cmd.h"
 #include "tests/shim/hook/fixtures.h"
 
@@ -43,6 +46,17 @@ std::string env_or_empty(const char* k) {
 }
 
 bool in_vm() { return env_or_empty("PODSHIM_IN_VM") == "1"; }
+
+// Stops a child daemon when the test ends, whatever the outcome.
+struct ScopeKill {
+  pid_t pid;
+  ~ScopeKill() {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) != 0) return;  // already reaped or gone
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, &st, 0);
+  }
+};
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;
@@ -193,6 +207,63 @@ TEST_P(RuntimeTest, MismatchedDeviceFailsTheStart) {
   for (const auto& q : server.requests()) EXPECT_NE(q.method, "POST") << q.body;
   // Leave nothing behind for the next test.
   run_cmd({rt, "delete", "--force", id});
+}
+
+// ---------------------------------------------------------------- real podshimd
+
+// The hook against the real podshimd (--nri=off): after `create` (which runs
+// createRuntime) the container is in GET /v1/containers/{id} with its cgroup
+// path and pod; after `delete` (poststop) it is gone.
+TEST_P(RuntimeTest, RealPodshimdSeesTheContainerComeAndGo) {
+  const std::string podshimd = env_or_empty("PODSHIM_PODSHIMD");
+  if (podshimd.empty()) GTEST_SKIP() << "PODSHIM_PODSHIMD not set";
+  const std::string rt = GetParam();
+  Bundle b(rt);
+  const std::string id = "hooktest-real-" + rt;
+  const std::string cgroup = "/podshim-hooktest/real-" + rt;
+  json spec = patched_spec(b, cgroup, 3);
+  spec["process"]["args"] = {"/bin/busybox", "sleep", "600"};
+  b.write_spec(spec);
+
+  // An empty configuration: every default, nothing read from the host's /etc.
+  b.dir.write("config.yaml", "");
+  pid_t d = ::fork();
+  if (d == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0);
+    ::execl(podshimd.c_str(), "podshimd", "--nri=off", "--config", b.dir.sub("config.yaml").c_str(),
+            "--socket", b.sock.c_str(), "--state-dir", b.dir.sub("state").c_str(), nullptr);
+    ::_exit(127);
+  }
+  ScopeKill kill_daemon{d};
+  status::ClientOptions co;
+  co.socket_path = b.sock;
+  co.timeout = std::chrono::milliseconds(5000);
+  bool up = false;
+  for (int i = 0; i < 600 && !up; ++i) {  // TCG: allow a slow start, poll every 100 ms
+    up = status::http_request(co, "GET", "/v1/containers").has_value();
+    if (up) break;
+    int st;
+    ASSERT_EQ(::waitpid(d, &st, WNOHANG), 0) << "podshimd exited early, status " << st;
+    ::usleep(100 * 1000);
+  }
+  ASSERT_TRUE(up) << "podshimd did not come up on " << b.sock;
+
+  CmdResult c = run_cmd({rt, "create", "--no-pivot", "--bundle", b.path, id}, "", b.dir.sub("create.out"));
+  ASSERT_EQ(c.status, 0) << c.output;
+  auto got = status::http_request(co, "GET", "/v1/containers/" + id);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->status, 200) << got->body;
+  json cj = json::parse(got->body, nullptr, false);
+  EXPECT_EQ(cj["cgroupPath"], cgroup) << got->body;
+  EXPECT_EQ(cj["podUid"], "0c5a4d53-0000-4000-8000-000000000001") << got->body;
+  EXPECT_EQ(cj["source"], "hook") << got->body;
+
+  CmdResult del = run_cmd({rt, "delete", "--force", id});
+  ASSERT_EQ(del.status, 0) << del.output;
+  auto gone = status::http_request(co, "GET", "/v1/containers/" + id);
+  ASSERT_TRUE(gone) << gone.error().message;
+  EXPECT_EQ(gone->status, 404) << gone->body;
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, RuntimeTest, ::testing::Values("crun", "runc"),

@@ -17,15 +17,21 @@ struct CmdResult {
   std::string output;
 };
 
-inline CmdResult run_cmd(const std::vector<std::string>& argv, const std::string& cwd = "") {
+// With `out_file`, output goes to that file instead of a pipe: needed for
+// `crun create`, whose container keeps the inherited stdio open after the
+// command itself has exited (a pipe would never see EOF).
+inline CmdResult run_cmd(const std::vector<std::string>& argv, const std::string& cwd = "",
+                         const std::string& out_file = "") {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) < 0) std::abort();
   pid_t pid = ::fork();
   if (pid == 0) {
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
+    int o = out[1];
+    if (!out_file.empty()) o = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(o, 1);
+    ::dup2(o, 2);
     if (!cwd.empty() && ::chdir(cwd.c_str()) < 0) ::_exit(126);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -47,6 +53,12 @@ inline CmdResult run_cmd(const std::vector<std::string>& argv, const std::string
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (!out_file.empty()) {
+    int fd = ::open(out_file.c_str(), O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+    while (fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0) r.output.append(buf, static_cast<size_t>(n));
+    if (fd >= 0) ::close(fd);
+  }
   return r;
 }
 
