@@ -1,0 +1,420 @@
+// Crash and restart safety of podshimd (issue 11 part 4) on a real cgroup v2
+// kernel, inside the qemu guest (tests/vm/vm-run): podshimd --nri=off owns the
+// guest's /sys/fs/cgroup; real processes run in a pod's container cgroups;
+// podshimd is killed with SIGKILL at a known point of a resize (the engine's
+// PODSHIM_TEST_PAUSE_AFTER_* seam holds the window open), restarted, and the
+// kernel's files and podshimd's journal and state are checked:
+//   (a) killed while memory.high is clamped mid-shrink → the clamp is
+//       repaired and memory.max is the value the journal implies;
+//   (b) killed after the first step of a pod + 2 containers plan → the plan is
+//       rolled back: every file at its old value, pod ≥ Σ containers;
+//   (c) the containers podshimd knew are still listed after each restart.
+// Skips outside the VM.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/str.h"
+#include "shim/status/client.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+namespace status = podshim::status;
+
+constexpr int64_t kMi = 1 << 20;
+const std::string kCg = "/sys/fs/cgroup";
+// Long enough that the test, not the pause, decides when podshimd dies; the
+// pause ending early would show up as a finished resize, which fails (a)/(b).
+constexpr const char* kPauseMs = "120000";
+
+bool in_vm() {
+  const char* v = std::getenv("PODSHIM_IN_VM");
+  return v && std::string(v) == "1";
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(podshim::str::trim(ss.str()));
+}
+bool put(const std::string& p, const std::string& v) {
+  std::ofstream out(p);
+  out << v;
+  out.flush();
+  return out.good();
+}
+uint64_t keyed(const std::string& path, const std::string& key) {
+  std::istringstream in(slurp(path));
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+uint64_t u64(const std::string& s) {
+  auto v = podshim::str::parse_u64(s);
+  return v ? *v : 0;
+}
+// cpu.max quota in µs ("max" → UINT64_MAX).
+uint64_t quota(const std::string& cpu_max) {
+  auto sp = cpu_max.find(' ');
+  std::string q = cpu_max.substr(0, sp);
+  return q == "max" ? UINT64_MAX : u64(q);
+}
+
+std::vector<std::string> list_dir(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+bool wait_for(const std::function<bool()>& pred, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A process placed in a cgroup the way a runtime places it: it waits until
+// its pid is in cgroup.procs, so every page it touches is charged there.
+pid_t start_workload(const std::string& rel, const std::function<void()>& work) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[1]);
+    char c;
+    if (::read(p[0], &c, 1) != 1) _exit(2);
+    work();
+    for (;;) pause();
+  }
+  close(p[0]);
+  put(kCg + "/" + rel + "/cgroup.procs", std::to_string(pid));
+  if (::write(p[1], "x", 1) != 1) return -1;
+  close(p[1]);
+  return pid;
+}
+
+// Clean page cache charged to the reader: a raw read of the brd RAM disk
+// (tmpfs/initramfs pages would be shmem, which cannot be reclaimed).
+void read_block_device(const char* dev, size_t bytes) {
+  int fd = open(dev, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) _exit(3);
+  std::vector<char> buf(1 << 20);
+  for (size_t done = 0; done < bytes;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
+class CrashRestart : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
+    const char* d = std::getenv("PODSHIM_PODSHIMD");
+    ASSERT_TRUE(d && access(d, X_OK) == 0) << "PODSHIM_PODSHIMD must name the podshimd binary";
+    podshimd_ = d;
+    if (const char* c = std::getenv("PODSHIM_PODSHIMCTL")) podshimctl_ = c;
+
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    // A distinct pod, socket and state per test: the tests do not share a daemon.
+    uid_ = fmt::format("c7a5b0e1-0000-4000-8000-{:012d}", ++counter_);
+    dir_ = "/run/podshim-crash/" + name;
+    state_ = dir_ + "/state";
+    sock_ = dir_ + "/podshim.sock";
+    ASSERT_EQ(system(("mkdir -p " + state_).c_str()), 0);
+    ASSERT_TRUE(put(dir_ + "/config.yaml",
+                    "log_level: debug\n"
+                    "state_dir: " + state_ + "\n"
+                    "socket:\n  path: " + sock_ + "\n"
+                    "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  shrink_timeout_ms: 1500\n"));
+    pod_ = "kubepods/burstable/pod" + uid_;
+    std::string rel;
+    for (const std::string& part : {std::string("kubepods"), std::string("burstable"), "pod" + uid_}) {
+      rel += (rel.empty() ? "" : "/") + part;
+      mkdir((kCg + "/" + rel).c_str(), 0755);
+      ASSERT_TRUE(put(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory")) << rel;
+    }
+    for (const char* c : {"c1", "c2"}) ASSERT_EQ(mkdir((kCg + "/" + pod_ + "/" + c).c_str(), 0755), 0) << c;
+    // As the kubelet and runc set them at creation: containers 250m request,
+    // 500m / 256 MiB limits, the pod their sum.
+    ASSERT_TRUE(put(kCg + "/" + pod_ + "/memory.max", std::to_string(512 * kMi)));
+    ASSERT_TRUE(put(kCg + "/" + pod_ + "/cpu.max", "100000 100000"));
+    for (const char* c : {"c1", "c2"}) {
+      ASSERT_TRUE(put(kCg + "/" + pod_ + "/" + c + "/memory.max", std::to_string(256 * kMi)));
+      ASSERT_TRUE(put(kCg + "/" + pod_ + "/" + c + "/cpu.max", "50000 100000"));
+      ASSERT_TRUE(put(kCg + "/" + pod_ + "/" + c + "/cpu.weight", "39"));
+    }
+  }
+
+  void TearDown() override {
+    stop_daemon(SIGKILL);
+    for (pid_t p : workloads_) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+    if (!pod_.empty()) {
+      for (const char* c : {"c1", "c2"}) rmdir((kCg + "/" + pod_ + "/" + c).c_str());
+      rmdir((kCg + "/" + pod_).c_str());
+    }
+    if (::testing::Test::HasFailure() && !dir_.empty()) {
+      std::printf("---- podshimd log (%s/podshimd.log) ----\n%s\n----\n", dir_.c_str(),
+                  slurp(dir_ + "/podshimd.log").c_str());
+    }
+  }
+
+  // Starts podshimd --nri=off; `pause` sets the engine's crash-window seam.
+  void start_daemon(bool pause) {
+    daemon_ = fork();
+    if (daemon_ == 0) {
+      int log = open((dir_ + "/podshimd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (log >= 0) dup2(log, STDERR_FILENO);
+      if (pause) {
+        setenv("PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS", kPauseMs, 1);
+        setenv("PODSHIM_TEST_PAUSE_AFTER_STEP_MS", kPauseMs, 1);
+      }
+      execl(podshimd_.c_str(), "podshimd", "--nri=off", "--config", (dir_ + "/config.yaml").c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_GT(daemon_, 0);
+    bool up = wait_for([&] {
+      auto r = request("GET", "/readyz");
+      return r && r->status == 200;
+    }, 60s);
+    ASSERT_TRUE(up) << "podshimd did not become ready on " << sock_;
+  }
+  void stop_daemon(int sig) {
+    if (daemon_ <= 0) return;
+    kill(daemon_, sig);
+    waitpid(daemon_, nullptr, 0);
+    daemon_ = -1;
+  }
+
+  podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
+                                                std::string_view body = {}, std::chrono::milliseconds t = 5s) {
+    status::ClientOptions o;
+    o.socket_path = sock_;
+    o.timeout = t;
+    return status::http_request(o, method, target, body);
+  }
+
+  void register_container(const std::string& id, pid_t pid) {
+    json body{{"id", id},
+              {"podUid", uid_},
+              {"name", id},
+              {"cgroupPath", "/" + pod_ + "/" + id},
+              {"podCgroupPath", "/" + pod_},
+              {"podName", "crash"},
+              {"podNamespace", "default"},
+              {"pid", pid},
+              {"state", "running"},
+              {"resources",
+               {{"requests", {{"cpu", "250m"}, {"memory", "32Mi"}}}, {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}}}};
+    auto r = request("POST", "/v1/containers", body.dump());
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+
+  // Issues a resize on a thread: podshimd answers only after the pause, which
+  // the test cuts short with SIGKILL, so the answer is a dropped connection.
+  std::thread resize_async(const std::string& target, const std::string& body) {
+    return std::thread([this, target, body] { (void)request("POST", target, body, 200s); });
+  }
+
+  std::vector<std::string> known_containers() {
+    std::vector<std::string> ids;
+    auto r = request("GET", "/v1/containers");
+    if (!r || r->status != 200) return ids;
+    json j = json::parse(r->body, nullptr, false);
+    if (j.is_discarded()) return ids;
+    for (const auto& c : j.value("items", json::array())) ids.push_back(c.value("id", ""));
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  // (c) The containers podshimd knew survive the restart, also as an operator
+  // sees them through podshimctl.
+  void expect_state_survived() {
+    EXPECT_EQ(known_containers(), (std::vector<std::string>{"c1", "c2"}));
+    if (!podshimctl_.empty()) {
+      std::string out;
+      if (FILE* f = popen((podshimctl_ + " --socket " + sock_ + " get containers 2>&1").c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+        pclose(f);
+      }
+      std::printf("podshimctl get containers after the restart:\n%s", out.c_str());
+      EXPECT_NE(out.find("c1"), std::string::npos) << out;
+      EXPECT_NE(out.find("c2"), std::string::npos) << out;
+    }
+  }
+
+  std::string journal_dir() const { return state_ + "/cgroup"; }
+  std::string file(const std::string& ctr, const std::string& f) const {
+    return slurp(kCg + "/" + pod_ + (ctr.empty() ? "" : "/" + ctr) + "/" + f);
+  }
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> m;
+    for (const std::string c : {"", "c1", "c2"})
+      for (const char* f : {"cpu.weight", "cpu.max", "memory.max", "memory.high"})
+        m[(c.empty() ? "pod" : c) + "/" + f] = file(c, f);
+    return m;
+  }
+
+  static inline int counter_ = 0;
+  std::string podshimd_, podshimctl_, uid_, dir_, state_, sock_, pod_;
+  pid_t daemon_ = -1;
+  std::vector<pid_t> workloads_;
+};
+
+// (a) + (c): SIGKILL while memory.high is clamped in the middle of a shrink.
+TEST_F(CrashRestart, KilledWhileMemoryHighClampedIsRepairedOnRestart) {
+  if (access("/dev/ram0", F_OK) != 0) {
+    const char* ko = std::getenv("PODSHIM_BRD_KO");
+    ASSERT_TRUE(ko && *ko) << "no /dev/ram0 and no PODSHIM_BRD_KO to load brd from";
+    ASSERT_EQ(system((std::string("insmod ") + ko + " rd_nr=1 rd_size=262144").c_str()), 0);
+  }
+  // c1 fills ~160 MiB of page cache; c2 just runs.
+  pid_t cache = start_workload(pod_ + "/c1", [] { read_block_device("/dev/ram0", 160 * kMi); });
+  pid_t idle = start_workload(pod_ + "/c2", [] {});
+  workloads_ = {cache, idle};
+  ASSERT_TRUE(wait_for([&] { return keyed(kCg + "/" + pod_ + "/c1/memory.stat", "file") >= 150 * kMi; }, 120s))
+      << "c1 never held 150 MiB of page cache: " << slurp(kCg + "/" + pod_ + "/c1/memory.stat");
+  const uint64_t usage = u64(file("c1", "memory.current"));
+  const uint64_t oom_before = keyed(kCg + "/" + pod_ + "/c1/memory.events", "oom_kill");
+  const std::string old_max = file("c1", "memory.max"), old_high = file("c1", "memory.high");
+  ASSERT_EQ(old_high, "max");
+
+  ASSERT_NO_FATAL_FAILURE(start_daemon(true));
+  ASSERT_NO_FATAL_FAILURE(register_container("c1", cache));
+  ASSERT_NO_FATAL_FAILURE(register_container("c2", idle));
+
+  // Shrink c1 to 64 MiB, well below its usage: the engine must clamp
+  // memory.high and reclaim before it writes memory.max.
+  const std::string target = std::to_string(64 * kMi);
+  auto th = resize_async("/v1/containers/c1/resize", R"({"resources":{"limits":{"memory":"64Mi"}}})");
+  bool clamped = wait_for([&] {
+    return file("c1", "memory.high") != "max" && !list_dir(journal_dir(), "clamp-").empty();
+  }, 120s);
+  const auto plans_at_kill = list_dir(journal_dir(), "plan-");
+  const std::string high_at_kill = file("c1", "memory.high"), max_at_kill = file("c1", "memory.max");
+  stop_daemon(SIGKILL);
+  th.join();
+  std::printf("c1 usage %.1f MiB; at SIGKILL: memory.high=%s memory.max=%s, %zu plan journal(s)\n",
+              static_cast<double>(usage) / kMi, high_at_kill.c_str(), max_at_kill.c_str(), plans_at_kill.size());
+  ASSERT_TRUE(clamped) << "podshimd never clamped memory.high (seam or shrink path not taken); memory.high="
+                       << file("c1", "memory.high");
+  EXPECT_EQ(high_at_kill, target) << "the clamp holds memory.high at the target";
+  EXPECT_EQ(max_at_kill, old_max) << "memory.max must not move before the clamp did its work";
+  // The crash really left the clamp behind; only a restart can repair it.
+  EXPECT_EQ(file("c1", "memory.high"), target);
+  EXPECT_FALSE(list_dir(journal_dir(), "clamp-").empty());
+
+  ASSERT_NO_FATAL_FAILURE(start_daemon(false));
+  EXPECT_EQ(file("c1", "memory.high"), old_high) << "restart did not repair the memory.high clamp";
+  EXPECT_TRUE(list_dir(journal_dir(), "clamp-").empty()) << "clamp journal left after recovery";
+  EXPECT_TRUE(list_dir(journal_dir(), "plan-").empty()) << "plan journal left after recovery";
+  // Consistent with the journal: a plan journal at the crash means the resize
+  // did not finish, and recovery rolls it back to the old limit; without one
+  // (journal_plans off) the limit must still be one of the two, never other.
+  const std::string max_now = file("c1", "memory.max");
+  if (!plans_at_kill.empty()) {
+    EXPECT_EQ(max_now, old_max) << "a journaled, unfinished shrink must be rolled back";
+  } else {
+    EXPECT_TRUE(max_now == old_max || max_now == target) << max_now;
+  }
+  EXPECT_EQ(keyed(kCg + "/" + pod_ + "/c1/memory.events", "oom_kill"), oom_before) << "an OOM kill happened";
+  int st;
+  EXPECT_EQ(waitpid(cache, &st, WNOHANG), 0) << "c1's process died";
+  expect_state_survived();
+
+  // Afterwards the same shrink goes through normally (nothing half-applied
+  // stands in its way).
+  auto r = request("POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"memory":"64Mi"}}})", 60s);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(file("c1", "memory.max"), target) << r->body;
+  EXPECT_EQ(file("c1", "memory.high"), "max");
+}
+
+// (b) + (c): SIGKILL after the first step of a pod + 2 containers plan.
+TEST_F(CrashRestart, KilledAfterFirstStepOfPodResizeIsRolledBackOnRestart) {
+  pid_t a = start_workload(pod_ + "/c1", [] {}), b = start_workload(pod_ + "/c2", [] {});
+  workloads_ = {a, b};
+  ASSERT_NO_FATAL_FAILURE(start_daemon(true));
+  ASSERT_NO_FATAL_FAILURE(register_container("c1", a));
+  ASSERT_NO_FATAL_FAILURE(register_container("c2", b));
+  const auto before = snapshot();
+
+  // c1 grows, c2 shrinks, the pod grows: memory pod↑ c2↓ c1↑, then cpu the
+  // same way (KEP-1287 order) — six steps; the first is the pod's memory.max.
+  const std::string body = R"({"containers":[
+      {"id":"c1","resources":{"limits":{"cpu":"700m","memory":"384Mi"}}},
+      {"id":"c2","resources":{"limits":{"cpu":"400m","memory":"192Mi"}}}]})";
+  auto th = resize_async("/v1/pods/" + uid_ + "/resize", body);
+  const std::string pod_new_mem = std::to_string(576 * kMi);
+  bool first_step = wait_for([&] {
+    return file("", "memory.max") == pod_new_mem && !list_dir(journal_dir(), "plan-").empty();
+  }, 120s);
+  const auto at_kill = snapshot();
+  stop_daemon(SIGKILL);
+  th.join();
+  for (const auto& [k, v] : at_kill)
+    std::printf("  %-16s before=%-12s at SIGKILL=%s\n", k.c_str(), before.at(k).c_str(), v.c_str());
+  ASSERT_TRUE(first_step) << "the pod's memory.max never reached 576 MiB with a plan journaled";
+  // Half-applied at the crash: the pod moved, the containers did not.
+  EXPECT_EQ(at_kill.at("c1/memory.max"), before.at("c1/memory.max"));
+  EXPECT_EQ(at_kill.at("c2/memory.max"), before.at("c2/memory.max"));
+  EXPECT_EQ(at_kill.at("pod/cpu.max"), before.at("pod/cpu.max"));
+
+  ASSERT_NO_FATAL_FAILURE(start_daemon(false));
+  const auto after = snapshot();
+  // Rolled back: every file at its old value (the store never recorded the
+  // new allocation, so old is what podshimd and the runtime believe).
+  EXPECT_EQ(after, before) << "the plan was neither rolled back nor finished";
+  EXPECT_TRUE(list_dir(journal_dir(), "plan-").empty()) << "plan journal left after recovery";
+  EXPECT_GE(u64(after.at("pod/memory.max")), u64(after.at("c1/memory.max")) + u64(after.at("c2/memory.max")));
+  EXPECT_GE(quota(after.at("pod/cpu.max")), quota(after.at("c1/cpu.max")) + quota(after.at("c2/cpu.max")));
+  expect_state_survived();
+
+  // The kubelet retries; the retried resize finishes, with the invariant.
+  auto r = request("POST", "/v1/pods/" + uid_ + "/resize", body, 60s);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(file("", "memory.max"), pod_new_mem) << r->body;
+  EXPECT_EQ(file("c1", "memory.max"), std::to_string(384 * kMi));
+  EXPECT_EQ(file("c2", "memory.max"), std::to_string(192 * kMi));
+  EXPECT_EQ(file("c1", "cpu.max"), "70000 100000");
+  EXPECT_EQ(file("c2", "cpu.max"), "40000 100000");
+  EXPECT_EQ(file("", "cpu.max"), "110000 100000");
+}
+
+}  // namespace
