@@ -71,13 +71,16 @@ Result<LinuxDevice> complete_node(const DeviceNode& in, const ProcessIds& ids, c
   DeviceNode d = in;
   if (d.host_path.empty()) d.host_path = d.path;
   bool fully_specified = !d.type.empty() && (d.major != 0 || d.type == "p");
+  bool on_host = false;
   if (fully_specified) {
     // The host node may not exist (NVIDIA's MIG nvidia-caps nodes are made
     // inside the container); the lookup only supplies a missing fileMode.
-    if (!d.file_mode) {
-      if (auto h = lookup(d.host_path)) d.file_mode = h->mode;
+    if (auto h = lookup(d.host_path)) {
+      on_host = h->type == d.type;
+      if (!d.file_mode) d.file_mode = h->mode;
     }
   } else {
+    on_host = true;
     auto h = lookup(d.host_path);
     if (!h) return Unexpected(h.error().wrap(fmt::format("CDI device \"{}\"", d.path)));
     if (d.type.empty()) {
@@ -92,7 +95,7 @@ Result<LinuxDevice> complete_node(const DeviceNode& in, const ProcessIds& ids, c
     }
     if (!d.file_mode) d.file_mode = h->mode;
   }
-  LinuxDevice out{d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid};
+  LinuxDevice out{d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid, d.host_path, on_host};
   if (!out.uid && ids.uid > 0) out.uid = ids.uid;
   if (!out.gid && ids.gid > 0) out.gid = ids.gid;
   return out;

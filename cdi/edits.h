@@ -63,6 +63,11 @@ struct LinuxDevice {
   std::optional<uint32_t> file_mode;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  // The host node behind it (hostPath, or path when unset) and whether the
+  // host has it: fully specified nodes such as NVIDIA's nvidia-caps may exist
+  // only inside the container, and then there is nothing to check on the host.
+  std::string host_path;
+  bool on_host = false;
 };
 
 struct DeviceCgroupRule {  // always an allow rule

@@ -129,8 +129,9 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
   std::vector<std::string> added;
   nlohmann::json injected = nlohmann::json::array();
   for (const cdi::LinuxDevice& d : e.devices) {
-    // Recorded for the hook's check either way: the node is the container's.
-    injected.push_back({{"path", d.path}, {"hostPath", d.path}});
+    // Recorded for the hook's host check whoever adds the node, but only
+    // when the host has it (fully specified nodes may exist only inside).
+    if (d.on_host) injected.push_back({{"path", d.path}, {"hostPath", d.host_path}});
     if (have_dev.count(d.path)) continue;
     auto* out = adj->mutable_linux()->add_devices();
     out->set_path(d.path);
@@ -162,7 +163,11 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
   std::set<std::string> have_mount;
   for (const auto& m : ctr.mounts()) have_mount.insert(m.destination());
   bool added_mounts = false;
+  nlohmann::json injected_mounts = nlohmann::json::array();
   for (const cdi::OciMount& m : e.mounts) {
+    // Listed for podshim-hook's SELinux labelling either way: the source is
+    // this container's device data, whoever added the mount.
+    injected_mounts.push_back(m.destination);
     if (have_mount.count(m.destination)) continue;
     auto* out = adj->add_mounts();
     out->set_destination(m.destination);
@@ -193,6 +198,8 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
   }
 
   if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = injected.dump();
+  if (!injected_mounts.empty())
+    (*adj->mutable_annotations())["podshim.io/injected-mounts"] = injected_mounts.dump();
   if (opts.inject_hook && (!injected.empty() || added_mounts)) {
     fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
               opts.hook_timeout_s);

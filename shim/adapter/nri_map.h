@@ -62,7 +62,8 @@ struct AdjustmentOptions {
 // entries, device nodes (by container path) and mounts (by destination) that
 // the runtime already put in `ctr` (containerd and CRI-O inject CDI devices
 // from the CRI request themselves) are skipped, so nothing is added twice.
-// Sets the annotation podshim.io/injected-devices for podshim-hook.
+// Sets the annotations podshim.io/injected-devices and
+// podshim.io/injected-mounts that podshim-hook reads (device checks, labels).
 // Returns the device node paths added.
 std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& edits,
                                              const api::Container& ctr,

@@ -16,6 +16,8 @@
 #include "shim/core/metrics.h"
 #include "shim/core/resize.h"
 #include "shim/core/state.h"
+#include "shim/security/caps.h"
+#include "shim/security/seccomp.h"
 #include "shim/status/server.h"
 #ifdef PODSHIM_WITH_NRI
 #include "shim/daemon/nri_glue.h"
@@ -45,6 +47,8 @@ Options:
                        fake tree)
   --log-level LEVEL    err|warning|notice|info|debug (overrides log_level)
   --check-config       load and validate the configuration, then exit
+  --no-seccomp         do not install the syscall allow-list (debugging only;
+                       see docs/security.md)
   --version            print the version and exit
   -h, --help           show this help and exit
 
@@ -64,6 +68,7 @@ struct Args {
   std::optional<bool> nri;
   std::optional<std::string> socket, state_dir, cgroup_root, log_level;
   bool check_only = false;
+  bool no_seccomp = false;
 };
 
 struct Daemon {
@@ -149,7 +154,7 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
 }
 
 int parse_args(int argc, char** argv, Args* a) {
-  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion };
+  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp };
   static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
                                 {"nri", required_argument, nullptr, OptNri},
                                 {"socket", required_argument, nullptr, OptSocket},
@@ -158,6 +163,7 @@ int parse_args(int argc, char** argv, Args* a) {
                                 {"log-level", required_argument, nullptr, OptLog},
                                 {"check-config", no_argument, nullptr, OptCheck},
                                 {"version", no_argument, nullptr, OptVersion},
+                                {"no-seccomp", no_argument, nullptr, OptNoSeccomp},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   int c;
@@ -177,6 +183,7 @@ int parse_args(int argc, char** argv, Args* a) {
       case OptCgroup: a->cgroup_root = optarg; break;
       case OptLog: a->log_level = optarg; break;
       case OptCheck: a->check_only = true; break;
+      case OptNoSeccomp: a->no_seccomp = true; break;
       case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
       case 'h': std::fputs(kHelp, stdout); return 0;
       default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;
@@ -279,6 +286,20 @@ int run(Daemon& d) {
   }
   d.server = std::move(*server);
 
+  // Everything that needed privilege is done: the socket is bound, chowned
+  // and in place, state and cgroup directories are open to uid 0 by plain
+  // owner permissions. Keep no capability at all (docs/security.md), then
+  // confine the syscalls.
+  if (auto r = security::restrict_capabilities({}); !r) {
+    log::err("Dropping capabilities failed: {}", r.error().message);
+    return 1;
+  }
+  if (d.args.no_seccomp) {
+    log::warn("--no-seccomp: running without the syscall allow-list");
+  } else if (auto r = security::install_seccomp(security::daemon_profile()); !r) {
+    log::err("Installing the seccomp filter failed: {}", r.error().message);
+    return 1;
+  }
   d.ready = true;
   log::info("podshimd ready: socket {}, state {}, {} mode, {} containers known", d.cfg.socket_path,
             d.cfg.state_dir, d.cfg.nri_enabled ? "NRI" : "hooks-only", d.store->container_count());

@@ -110,6 +110,8 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
     };
     if (a == "--strict") {
       o.strict = true;
+    } else if (a == "--no-seccomp") {
+      o.no_seccomp = true;
     } else if (a == "--socket") {
       auto v = value(a);
       if (!v) return Unexpected(v.error());

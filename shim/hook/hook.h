@@ -38,6 +38,8 @@ struct Options {
   // When set, one JSON line per run describing the parsed state is appended
   // here (tests and debugging: proves the stage and state the runtime gave).
   std::string record_path;
+  // Skip the syscall allow-list (debugging; docs/security.md).
+  bool no_seccomp = false;
 };
 
 // The seams: production passes "/" and the socket registrar and SELinux

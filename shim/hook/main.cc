@@ -17,6 +17,8 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "shim/hook/hook.h"
+#include "shim/security/caps.h"
+#include "shim/security/seccomp.h"
 
 namespace hook = podshim::hook;
 namespace plog = podshim::log;
@@ -44,6 +46,18 @@ int main(int argc, char** argv) {
   if (!opts) {
     plog::err("podshim-hook: {}", opts.error().message);
     return 2;
+  }
+  // Least privilege before reading anything a runtime hands us: keep only
+  // what relabelling needs (docs/security.md), then confine the syscalls.
+  if (auto r = podshim::security::restrict_capabilities_if_held({CAP_FOWNER, CAP_DAC_READ_SEARCH}); !r) {
+    plog::err("podshim-hook: dropping capabilities: {}", r.error().message);
+    return 1;
+  }
+  if (!opts->no_seccomp) {
+    if (auto r = podshim::security::install_seccomp(podshim::security::hook_profile()); !r) {
+      plog::err("podshim-hook: installing the seccomp filter: {}", r.error().message);
+      return 1;
+    }
   }
   // read_fd fails past the cap, so an oversized state is refused, never truncated.
   auto input = podshim::fs::read_fd(STDIN_FILENO, hook::kMaxStateBytes);

@@ -65,6 +65,17 @@ Result<void> restrict_capabilities(const std::vector<cap_value_t>& keep) {
   return {};
 }
 
+Result<void> restrict_capabilities_if_held(const std::vector<cap_value_t>& wanted) {
+  CapPtr cur(cap_get_proc());
+  if (!cur) return fail_errno("reading the process capabilities");
+  std::vector<cap_value_t> keep;
+  for (cap_value_t c : wanted) {
+    cap_flag_value_t v = CAP_CLEAR;
+    if (cap_get_flag(cur.get(), c, CAP_PERMITTED, &v) == 0 && v == CAP_SET) keep.push_back(c);
+  }
+  return restrict_capabilities(keep);
+}
+
 Result<void> drop_capability(cap_value_t cap) {
   CapPtr cur(cap_get_proc());
   if (!cur) return fail_errno("reading the process capabilities");

@@ -26,6 +26,11 @@ namespace podshim::security {
 // than the process has).
 Result<void> restrict_capabilities(const std::vector<cap_value_t>& keep);
 
+// Like restrict_capabilities, but keeps only those of `wanted` the process
+// actually holds (for programs that also run unprivileged, such as the hook
+// in tests): never fails for a missing capability.
+Result<void> restrict_capabilities_if_held(const std::vector<cap_value_t>& wanted);
+
 // Drops one capability from the permitted and effective sets (and the
 // bounding set, if CAP_SETPCAP is still held) once the step that needed it
 // is done. Dropping a capability that is not held is not an error.

@@ -157,7 +157,7 @@ TEST(CdiEdits, ApplyToOci) {
   })");
   ResolvedEdits e;
   e.env = {"SHARED=new", "CDI=1"};
-  e.devices = {LinuxDevice{"/dev/gpu0", "c", 195, 0, 0666u, std::nullopt, 44u}};
+  e.devices = {LinuxDevice{"/dev/gpu0", "c", 195, 0, 0666u, std::nullopt, 44u, "/dev/gpu0", true}};
   e.device_rules = {DeviceCgroupRule{"c", 195, 0, "rwm"}, DeviceCgroupRule{"b", 8, 0, ""}};
   e.net_devices = {NetDevice{"eth1", "net0"}};
   e.mounts = {OciMount{"/data", "/new", "", {"ro", "bind"}}, OciMount{"/usr/lib/x", "/h", "bind", {}}};
@@ -190,7 +190,7 @@ TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
   ResolvedEdits e;
   e.env = {"A=1"};
   e.mounts = {OciMount{"/x", "/y", "", {}}};
-  e.devices = {LinuxDevice{"/dev/x", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt}};
+  e.devices = {LinuxDevice{"/dev/x", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt, "/dev/x", true}};
   e.device_rules = {DeviceCgroupRule{"c", 1, 3, "rwm"}};
   json empty = json::object();
   ASSERT_TRUE(apply_to_oci(e, empty));

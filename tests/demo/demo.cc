@@ -493,6 +493,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (a.brd_ko.empty()) {
+    if (const char* b = getenv("PODSHIM_BRD_KO")) a.brd_ko = b;  // shipped by vm-run
+  }
   if (a.podshimd.empty() || a.podshimctl.empty()) {
     std::fprintf(stderr, "usage: podshim-demo --podshimd PATH --podshimctl PATH [--curl PATH] [--brd-ko PATH]\n");
     return 2;

@@ -104,8 +104,10 @@ TEST(NriMap, ResourcesRoundTrip) {
 TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   cdi::ResolvedEdits e;
   e.env = {"GPU=1", "ALREADY=yes"};
-  e.devices.push_back({"/dev/gpu0", "c", 195, 0, 0666, std::nullopt, std::nullopt});
-  e.devices.push_back({"/dev/null", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt});
+  e.devices.push_back({"/dev/gpu0", "c", 195, 0, 0666, std::nullopt, std::nullopt, "/dev/host-gpu0", true});
+  e.devices.push_back({"/dev/null", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt, "/dev/null", true});
+  e.devices.push_back({"/dev/nvidia-caps/cap1", "c", 238, 1, std::nullopt, std::nullopt, std::nullopt,
+                       "/dev/nvidia-caps/cap1", false});
   e.device_rules.push_back({"c", 195, 0, "rwm"});
   e.device_rules.push_back({"c", 1, 3, "rwm"});
   e.mounts.push_back({"/opt/gpu", "/var/lib/gpu", "", {"ro", "bind"}});
@@ -117,20 +119,24 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   api::ContainerAdjustment adj;
   AdjustmentOptions opts;
   auto added = edits_to_adjustment(e, c, opts, &adj);
-  ASSERT_EQ(added.size(), 1u);
+  ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0], "/dev/gpu0");
   ASSERT_EQ(adj.env_size(), 1);
   EXPECT_EQ(adj.env(0).key(), "GPU");
-  ASSERT_EQ(adj.linux().devices_size(), 1);
+  ASSERT_EQ(adj.linux().devices_size(), 2);
   EXPECT_EQ(adj.linux().devices(0).major(), 195);
-  ASSERT_EQ(adj.linux().resources().devices_size(), 1);  // rule only for the added node
+  // Rules only for the added nodes (the cap node has no rule in this input).
+  ASSERT_EQ(adj.linux().resources().devices_size(), 1);
   ASSERT_EQ(adj.mounts_size(), 1);
   EXPECT_EQ(adj.mounts(0).destination(), "/opt/gpu");
   EXPECT_EQ(adj.mounts(0).type(), "bind");
   ASSERT_EQ(adj.hooks().create_runtime_size(), 1);
   EXPECT_EQ(adj.hooks().create_runtime(0).args(1), "createRuntime");
   ASSERT_EQ(adj.hooks().poststop_size(), 1);
-  EXPECT_NE(adj.annotations().at("podshim.io/injected-devices").find("/dev/gpu0"), std::string::npos);
+  // The hook checks host nodes: hostPath carried, nodes the host lacks left out.
+  EXPECT_EQ(adj.annotations().at("podshim.io/injected-devices"),
+            R"([{"hostPath":"/dev/host-gpu0","path":"/dev/gpu0"},{"hostPath":"/dev/null","path":"/dev/null"}])");
+  EXPECT_EQ(adj.annotations().at("podshim.io/injected-mounts"), R"(["/opt/gpu","/etc/hosts"])");
 
   opts.inject_hook = false;
   api::ContainerAdjustment adj2;
