@@ -122,7 +122,9 @@ pid_t start_workload(const std::string& rel, const std::function<void()>& work) 
 }
 
 // Clean page cache charged to the reader: a raw read of the brd RAM disk
-// (tmpfs/initramfs pages would be shmem, which cannot be reclaimed).
+// (tmpfs/initramfs pages would be shmem, which cannot be reclaimed). The fd
+// stays open: the last close of a block device drops its page cache
+// (blkdev_put → kill_bdev), which would leave nothing to reclaim.
 void read_block_device(const char* dev, size_t bytes) {
   int fd = open(dev, O_RDONLY | O_CLOEXEC);
   if (fd < 0) _exit(3);
@@ -132,7 +134,6 @@ void read_block_device(const char* dev, size_t bytes) {
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  close(fd);
 }
 
 class CrashRestart : public ::testing::Test {
@@ -320,6 +321,8 @@ TEST_F(CrashRestart, KilledWhileMemoryHighClampedIsRepairedOnRestart) {
   // Shrink c1 to 64 MiB, well below its usage: the engine must clamp
   // memory.high and reclaim before it writes memory.max.
   const std::string target = std::to_string(64 * kMi);
+  std::printf("c1 before the shrink: memory.current=%s, file=%llu\n", file("c1", "memory.current").c_str(),
+              static_cast<unsigned long long>(keyed(kCg + "/" + pod_ + "/c1/memory.stat", "file")));
   auto th = resize_async("/v1/containers/c1/resize", R"({"resources":{"limits":{"memory":"64Mi"}}})");
   bool clamped = wait_for([&] {
     return file("c1", "memory.high") != "max" && !list_dir(journal_dir(), "clamp-").empty();
