@@ -3,7 +3,7 @@
 // give messages or one clean protocol error, never a crash, UB, a hang or an
 // allocation of what a header claims rather than what arrived.
 //
-// Input: byte 0 picks the read size (1..64 bytes, or all at once) and the
+// Input: byte 0 picks the read size (1..63 bytes; 0 means 7) and the
 // ttrpc receive cap (the default 4 MiB, or 64 bytes so the oversized-skip
 // path runs); the rest is the trunk as it would come off the socket.
 //
@@ -94,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view trunk(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   Outcome whole = decode(trunk, 0, max_message);
-  Outcome pieces = decode(trunk, step == 0 ? 1 : step, max_message);
+  Outcome pieces = decode(trunk, step == 0 ? 7 : step, max_message);
   if (whole.failed != pieces.failed || whole.messages.size() != pieces.messages.size()) {
     __builtin_trap();
   }
