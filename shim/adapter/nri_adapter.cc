@@ -38,7 +38,10 @@ Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const n
   runtime_ = rt;
   log::info("NRI: configured by {} {} (NRI {}), request timeout {} ms", rt.name, rt.version,
             rt.nri_version.empty() ? "< v0.12" : rt.nri_version, rt.request_timeout_ms);
-  (void)req;
+  if (!req.config().empty()) {
+    if (!opts_.on_config) return fail(EINVAL, "NRI Configure carried a config, but podshimd takes none here");
+    PODSHIM_TRY(opts_.on_config(req.config()));
+  }
   return opts_.events ? opts_.events : kDefaultEvents;
 }
 
@@ -328,6 +331,7 @@ void NriAdapter::on_ready() {
 void NriAdapter::on_connection_error(const Error& why, bool will_retry) {
   if (metrics_) metrics_->nri_connected.set({}, 0);
   log::warn("NRI: connection lost: {}{}", why.message, will_retry ? "; reconnecting" : "");
+  if (opts_.on_disconnect) opts_.on_disconnect(will_retry);
 }
 
 NriActuator::NriActuator(cgroup::Engine& engine, nri::Plugin* plugin)

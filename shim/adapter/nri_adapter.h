@@ -7,6 +7,7 @@
 // the kubelet then reports PodResizeInProgress/Error and retries.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "cdi/registry.h"
@@ -25,6 +26,12 @@ struct AdapterOptions {
   // the allocated request as actual when cpu.weight matches it exactly
   // (the weight → milliCPU inverse is not unique).
   cgroup::WeightFormula formula = cgroup::WeightFormula::Quadratic;
+  // A pre-installed plugin's configuration arrives in Configure's `config`
+  // (the conf.d drop-in); an error here fails Configure.
+  std::function<Result<void>(const std::string& config)> on_config;
+  // The connection ended; will_retry is false for a pre-installed plugin,
+  // whose runtime starts a new process instead of reconnecting.
+  std::function<void(bool will_retry)> on_disconnect;
   // Events podshim subscribes to (the stub keeps those the runtime knows).
   uint32_t events = 0;  // 0 → kDefaultEvents
 };

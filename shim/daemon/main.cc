@@ -41,6 +41,14 @@ Options:
                        hooks-only (off: containers are registered by
                        podshim-hook and resizes go straight to the cgroup
                        engine — the CRI-O hooks.d mode)
+  --nri-socket PATH    the runtime's NRI socket (overrides nri.socket; default
+                       /var/run/nri/nri.sock). Ignored when the runtime
+                       started podshimd as a pre-installed plugin
+                       (/opt/nri/plugins/NN-podshim): then the socket is the
+                       fd in NRI_PLUGIN_SOCKET and name/index come from
+                       NRI_PLUGIN_NAME/NRI_PLUGIN_IDX
+  --nri-index NN       two-digit plugin index, the order among NRI plugins
+                       (overrides nri.plugin_index; default 10)
   --socket PATH        status socket path (overrides socket.path)
   --state-dir DIR      state directory (overrides state_dir)
   --cgroup-root DIR    cgroup v2 mount (overrides cgroup.root; tests use a
@@ -66,7 +74,7 @@ struct Args {
   std::string config_path = std::string(core::kDefaultConfigPath);
   bool config_explicit = false;
   std::optional<bool> nri;
-  std::optional<std::string> socket, state_dir, cgroup_root, log_level;
+  std::optional<std::string> socket, state_dir, cgroup_root, log_level, nri_socket, nri_index;
   bool check_only = false;
   bool no_seccomp = false;
 };
@@ -91,6 +99,12 @@ Result<core::Config> load(const Args& a) {
   if (!cfg) return cfg;
   if (a.nri) cfg->nri_enabled = *a.nri;
   if (a.socket) cfg->socket_path = *a.socket;
+  if (a.nri_socket) {
+    if (a.nri_socket->empty() || a.nri_socket->front() != '/')
+      return fail(EINVAL, "--nri-socket: '{}' is not an absolute path", *a.nri_socket);
+    cfg->nri_socket = *a.nri_socket;
+  }
+  if (a.nri_index) cfg->nri_plugin_index = *a.nri_index;
   if (a.state_dir) cfg->state_dir = *a.state_dir;
   if (a.cgroup_root) cfg->cgroup_root = *a.cgroup_root;
   if (a.log_level && !log::parse_level(*a.log_level, &cfg->log_level)) {
@@ -154,7 +168,7 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
 }
 
 int parse_args(int argc, char** argv, Args* a) {
-  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp };
+  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex };
   static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
                                 {"nri", required_argument, nullptr, OptNri},
                                 {"socket", required_argument, nullptr, OptSocket},
@@ -164,6 +178,8 @@ int parse_args(int argc, char** argv, Args* a) {
                                 {"check-config", no_argument, nullptr, OptCheck},
                                 {"version", no_argument, nullptr, OptVersion},
                                 {"no-seccomp", no_argument, nullptr, OptNoSeccomp},
+                                {"nri-socket", required_argument, nullptr, OptNriSocket},
+                                {"nri-index", required_argument, nullptr, OptNriIndex},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   int c;
@@ -184,6 +200,8 @@ int parse_args(int argc, char** argv, Args* a) {
       case OptLog: a->log_level = optarg; break;
       case OptCheck: a->check_only = true; break;
       case OptNoSeccomp: a->no_seccomp = true; break;
+      case OptNriSocket: a->nri_socket = optarg; break;
+      case OptNriIndex: a->nri_index = optarg; break;
       case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
       case 'h': std::fputs(kHelp, stdout); return 0;
       default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;

@@ -47,6 +47,20 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
 
   adapter::AdapterOptions ao;
   ao.formula = cfg.weight_formula;
+  // The conf.d drop-in of a pre-installed plugin: the same YAML as
+  // config.yaml. It is validated as a whole; what can change on a running
+  // daemon (the log level) is applied, the rest needs the file and a restart.
+  ao.on_config = [](const std::string& yaml) -> Result<void> {
+    auto c = core::parse_config(yaml, "NRI Configure config");
+    if (!c) return Unexpected(c.error());
+    log::set_level(c->log_level);
+    log::info("NRI: applied the runtime-provided configuration (log level)");
+    return {};
+  };
+  ao.on_disconnect = [loop](bool will_retry) {
+    // A pre-installed plugin is restarted by its runtime, never reconnects.
+    if (!will_retry) sd_event_exit(loop, 0);
+  };
   ao.adjustment.hook_path = PODSHIM_HOOK_PATH;
   ao.adjustment.inject_hook = access(ao.adjustment.hook_path.c_str(), X_OK) == 0;
   if (!ao.adjustment.inject_hook)

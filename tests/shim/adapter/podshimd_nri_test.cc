@@ -1,0 +1,211 @@
+// podshimd the process, as an NRI plugin of our runtime simulator: over a real
+// unix socket (external plugin) and over a socketpair on fd 3 with the bare
+// environment a runtime gives pre-installed plugins. Cgroups are a fake tree
+// in a temp dir; the status socket is checked from outside.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "shim/nri/simulator.h"
+#include "shim/status/client.h"
+#include "tests/cgroup/fake_tree.h"
+#include "tests/shim/nri/test_support.h"
+
+namespace podshim {
+namespace {
+
+namespace api = podshim::nri::api;
+using cgroup::testing::FakeTree;
+constexpr int64_t kMi = 1 << 20;
+
+const char* podshimd_path() {
+  const char* p = getenv("PODSHIM_PODSHIMD");
+  return p ? p : "podshimd";
+}
+
+class PodshimdNri : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(sd_event_new(&loop_), 0);
+    dir_ = tree_.state() + "/../run";
+    std::filesystem::create_directories(dir_);
+    dir_ = std::filesystem::canonical(dir_).string();
+    uid_ = "7e1f0000-0000-4000-8000-000000000001";
+    pod_.set_id("sb1");
+    pod_.set_uid(uid_);
+    pod_.set_name("p");
+    pod_.set_namespace_("default");
+    pod_.mutable_linux()->set_cgroup_parent("/kubepods/burstable/pod" + uid_);
+    ctr_.set_id("c1");
+    ctr_.set_pod_sandbox_id("sb1");
+    ctr_.set_name("c1");
+    ctr_.set_state(api::CONTAINER_RUNNING);
+    ctr_.mutable_linux()->set_cgroups_path("/kubepods/burstable/pod" + uid_ + "/c1");
+    ctr_.mutable_linux()->mutable_resources()->mutable_memory()->mutable_limit()->set_value(256 * kMi);
+    tree_.add("kubepods/burstable/pod" + uid_);
+    tree_.add("kubepods/burstable/pod" + uid_ + "/c1", std::to_string(256 * kMi), "max 100000", "100",
+              100 * kMi, 100 * kMi, 0);
+    config_ = dir_ + "/config.yaml";
+    std::ofstream(config_) << "state_dir: " << dir_ << "/state\n"
+                           << "socket:\n  path: " << dir_ << "/podshim.sock\n"
+                           << "cgroup:\n  root: " << tree_.cg_root() << "\n  driver: cgroupfs\n"
+                           << "  shrink_timeout_ms: 50\n"
+                           << "nri:\n  enabled: true\n  socket: " << dir_ << "/nri.sock\n"
+                           << "cdi:\n  spec_dirs: [" << dir_ << "/cdi]\n";
+    std::filesystem::create_directories(dir_ + "/cdi");
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    sim_.reset();
+    sd_event_unref(loop_);
+  }
+
+  void make_sim(std::string config = {}) {
+    nri::SimOptions o;
+    o.config = std::move(config);
+    sim_ = std::make_unique<nri::Simulator>(loop_, o);
+    sim_->set_state({pod_}, {ctr_});
+    sim_->on_synchronized = [this](nri::Status st) { syncs_.push_back(st); };
+  }
+
+  void start_external(std::vector<std::string> extra = {}) {
+    make_sim();
+    ASSERT_TRUE(sim_->listen(dir_ + "/nri.sock"));
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<std::string> args = {podshimd_path(), "--config", config_};
+      for (auto& e : extra) args.push_back(e);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  std::optional<nlohmann::json> get(const std::string& target) {
+    status::ClientOptions o;
+    o.socket_path = dir_ + "/podshim.sock";
+    auto r = status::http_request(o, "GET", target);
+    if (!r || r->status != 200) return std::nullopt;
+    return nlohmann::json::parse(r->body, nullptr, false);
+  }
+
+  nri::Status update(int64_t mem) {
+    api::LinuxResources r;
+    r.mutable_memory()->mutable_limit()->set_value(mem);
+    std::optional<nri::Status> st;
+    sim_->update_container(pod_, ctr_, r, [&](nri::Status s, api::UpdateContainerResponse) { st = s; });
+    EXPECT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }, 30));
+    return st.value_or(nri::Status{-1, "no reply"});
+  }
+
+  bool exited(int* status, double seconds) {
+    for (int i = 0; i < seconds * 100; ++i) {
+      if (waitpid(pid_, status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      sd_event_run(loop_, 10'000);
+    }
+    return false;
+  }
+
+  sd_event* loop_ = nullptr;
+  FakeTree tree_;
+  std::string dir_, uid_, config_;
+  api::PodSandbox pod_;
+  api::Container ctr_;
+  std::unique_ptr<nri::Simulator> sim_;
+  std::vector<nri::Status> syncs_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
+  start_external();
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+  EXPECT_EQ(sim_->plugin().name, "podshim");
+  EXPECT_EQ(sim_->plugin().index, "10");
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return get("/v1/containers/c1").has_value(); }, 10));
+
+  // A shrink below usage (100 MiB, all anon) is refused to the runtime…
+  auto st = update(50 * kMi);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message.find("below current usage"), std::string::npos) << st.message;
+  EXPECT_EQ(tree_.get("kubepods/burstable/pod" + uid_ + "/c1", "memory.max"), std::to_string(256 * kMi));
+  // …and reported on the status socket.
+  auto c = get("/v1/containers/c1");
+  ASSERT_TRUE(c);
+  bool error_condition = false;
+  for (const auto& cond : (*c)["conditions"])
+    error_condition |= cond["type"] == "PodResizeInProgress" && cond["reason"] == "Error";
+  EXPECT_TRUE(error_condition) << c->dump();
+
+  // A runtime restart: the connection drops, podshimd reconnects and
+  // resynchronizes by itself.
+  const uint64_t accepted = sim_->accepted();
+  sim_->close_plugin();
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->accepted() > accepted && sim_->synchronized(); }, 30));
+
+  // Garbage on the socket: podshimd drops that connection, logs why, keeps
+  // serving and comes back.
+  const uint64_t accepted2 = sim_->accepted();
+  sim_->write_raw(std::string("GET / HTTP/1.1\r\n\r\n") + std::string(6000, '\xff'));
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->accepted() > accepted2 && sim_->synchronized(); }, 30));
+  auto health = get("/v1/containers");
+  EXPECT_TRUE(health.has_value());
+
+  kill(pid_, SIGTERM);
+  int status = 0;
+  ASSERT_TRUE(exited(&status, 20));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(PodshimdNri, PreinstalledPluginTakesItsConfigFromConfigure) {
+  // The runtime starts /opt/nri/plugins/NN-podshim with only NRI_PLUGIN_*
+  // in the environment; the wrapper stands in for the packaged symlink and
+  // points podshimd at the test's config (state dir, fake cgroup root).
+  const std::string wrapper = dir_ + "/10-podshim";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec " << podshimd_path() << " --config " << config_ << "\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  make_sim("log_level: debug\n");
+  auto pid = sim_->spawn_plugin(wrapper, "podshim", "10");
+  ASSERT_TRUE(pid) << pid.error().message;
+  pid_ = *pid;
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+  ASSERT_FALSE(syncs_.empty());
+  EXPECT_TRUE(syncs_.back().ok()) << syncs_.back().message;
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return get("/v1/containers/c1").has_value(); }, 10));
+  // The runtime goes away: a pre-installed plugin exits instead of retrying.
+  sim_->close_plugin();
+  int status = 0;
+  ASSERT_TRUE(exited(&status, 20));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(PodshimdNri, InvalidConfigFromConfigureIsRefused) {
+  const std::string wrapper = dir_ + "/10-podshim";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec " << podshimd_path() << " --config " << config_ << "\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  make_sim("no_such_key: 1\n");
+  auto pid = sim_->spawn_plugin(wrapper, "podshim", "10");
+  ASSERT_TRUE(pid);
+  pid_ = *pid;
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return !syncs_.empty(); }, 30));
+  EXPECT_FALSE(syncs_.back().ok());
+  EXPECT_NE(syncs_.back().message.find("no_such_key"), std::string::npos) << syncs_.back().message;
+}
+
+}  // namespace
+}  // namespace podshim
