@@ -135,7 +135,7 @@ Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view
 }
 
 Result<void> write_file_atomic_at(int dirfd, std::string_view relpath, std::string_view data,
-                                  mode_t mode) {
+                                  mode_t mode, bool durable) {
   PODSHIM_TRY(check_relative(relpath));
   std::string rel(relpath);
   size_t slash = rel.rfind('/');
@@ -164,7 +164,7 @@ Result<void> write_file_atomic_at(int dirfd, std::string_view relpath, std::stri
     }
     off += static_cast<size_t>(n);
   }
-  if (::fchmod(f.get(), mode) != 0 || ::fsync(f.get()) != 0) {
+  if (::fchmod(f.get(), mode) != 0 || (durable && ::fsync(f.get()) != 0)) {
     auto e = fail_errno("syncing '{}'", tmp);
     ::unlinkat(pdir, tmp.c_str(), 0);
     return e;
@@ -175,7 +175,7 @@ Result<void> write_file_atomic_at(int dirfd, std::string_view relpath, std::stri
     ::unlinkat(pdir, tmp.c_str(), 0);
     return e;
   }
-  ::fsync(pdir);
+  if (durable) ::fsync(pdir);
   return {};
 }
 

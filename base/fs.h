@@ -57,8 +57,10 @@ Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view
 // Replaces a file atomically and durably: writes a temporary file beside it,
 // fsyncs it, renames it over `relpath` and fsyncs the directory. A reader (or
 // podshim after a crash) sees the old content or the new, never a torn file.
+// With durable=false the fsyncs are skipped (the rename is still atomic);
+// a caller writing many files that way makes them durable with one syncfs().
 Result<void> write_file_atomic_at(int dirfd, std::string_view relpath, std::string_view data,
-                                  mode_t mode = 0600);
+                                  mode_t mode = 0600, bool durable = true);
 
 // Convenience for absolute paths the administrator chose (configuration
 // files): open with O_NOFOLLOW on the last component.

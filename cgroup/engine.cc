@@ -155,7 +155,11 @@ struct Engine::Impl {
 
   Result<void> journal_clamp(const Bound& t, const std::string& prev_high) {
     std::string body = fmt::format("{}\n{}\n{}\n", kClampMagic, t.loc.relpath, prev_high);
-    auto r = fs::write_file_atomic_at(state_fd.get(), "clamp-" + path_key(t.loc.relpath), body);
+    // Atomic (rename) but not fsynced: the journal must survive a podshimd
+    // crash, which it does from the page cache; a node crash takes every
+    // cgroup it describes with it, so an fsync would buy nothing but latency.
+    auto r = fs::write_file_atomic_at(state_fd.get(), "clamp-" + path_key(t.loc.relpath), body, 0600,
+                                      /*durable=*/false);
     if (!r) return wrap(r, "journaling memory.high clamp");
     return {};
   }
@@ -304,7 +308,8 @@ struct Engine::Impl {
       }
     }
     std::string name = fmt::format("plan-{}-{}", ::getpid(), plan_seq.fetch_add(1));
-    auto r = fs::write_file_atomic_at(state_fd.get(), name, body);
+    // Not fsynced, for the reason given in journal_clamp.
+    auto r = fs::write_file_atomic_at(state_fd.get(), name, body, 0600, /*durable=*/false);
     if (!r) return wrap(r, "journaling resize plan");
     return name;
   }

@@ -86,6 +86,7 @@ void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
 Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
                                      api::SynchronizeResponse* reply) {
   (void)reply;  // podshim never asks for updates at sync time
+  core::Store::Batch batch(store_);  // one syncfs for thousands of objects
   std::set<std::string> pods, ctrs;
   std::map<std::string, const api::PodSandbox*> by_sandbox;
   for (const auto& p : all.pods()) {

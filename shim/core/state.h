@@ -144,7 +144,7 @@ struct Event {
 };
 
 // The model, persisted one JSON file per object under <state_dir>/pods and
-// <state_dir>/containers (atomic, fsynced writes), so a write costs the object
+// <state_dir>/containers (atomic rename; durable across podshimd crashes, see persist()), so a write costs the object
 // and not the whole node. Thread-safe; subscribers are called under the
 // store's lock, in sequence order, and may read the store but must not mutate
 // it from the callback.
@@ -180,6 +180,21 @@ class Store {
   std::vector<Container> containers_of(std::string_view pod_uid) const;
   size_t container_count() const;
 
+  // Groups many writes (NRI Synchronize brings thousands of objects and must
+  // answer within the runtime's 2 s request timeout); closing the outermost
+  // batch makes all of them durable with one syncfs(). Outside batches each
+  // object is replaced atomically without an fsync (see persist()).
+  class Batch {
+   public:
+    explicit Batch(Store& s);
+    ~Batch();
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+   private:
+    Store& store_;
+  };
+
   // Sequence number of the last event (0 before any).
   uint64_t last_seq() const;
 
@@ -200,6 +215,8 @@ class Store {
   std::map<std::string, Pod, std::less<>> pods_;
   std::map<std::string, Container, std::less<>> containers_;
   uint64_t seq_ = 0;
+  int batch_depth_ = 0;
+  bool batch_dirty_ = false;
   uint64_t next_sub_ = 1;
   std::map<uint64_t, Subscriber> subs_;
   std::vector<std::string> load_warnings_;
