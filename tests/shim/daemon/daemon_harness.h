@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +61,13 @@ class Daemon {
     if (!bin) return false;
     std::vector<std::string> args = {bin, "--nri=off", "--socket", socket(), "--state-dir", state(),
                                       "--cgroup-root", cgroot()};
+    // Without --config podshimd reads /etc/podshim/config.yaml, which a machine where the
+    // package was ever installed has: the tests would then depend on the host. An empty file
+    // means built-in defaults; a test that brings its own --config wins.
+    if (std::find(extra_.begin(), extra_.end(), "--config") == extra_.end()) {
+      std::ofstream(dir_ + "/empty-config.yaml").flush();
+      args.insert(args.end(), {"--config", dir_ + "/empty-config.yaml"});
+    }
     args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = fork();
     if (pid_ == 0) {
