@@ -192,8 +192,8 @@ function crossCheck(objs, label) {
   if (path.dirname(cfgPath) !== '/etc/podshim' || !mounts['/etc/podshim']) fail(`${label}: --config ${cfgPath} is not the mounted ConfigMap`);
   for (const p of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
     const cmd = c[p] && c[p].exec && c[p].exec.command;
-    if (!cmd || cmd[0] !== 'podshimctl' || cmd[cmd.indexOf('--socket') + 1] !== cfg.socket.path) {
-      fail(`${label}: ${p} must exec podshimctl on socket.path ${cfg.socket.path}`);
+    if (!cmd || cmd[0] !== '/usr/bin/podshimctl' || cmd[cmd.indexOf('--socket') + 1] !== cfg.socket.path) {
+      fail(`${label}: ${p} must exec /usr/bin/podshimctl on socket.path ${cfg.socket.path}`);
     }
   }
   const port = Number(String(cfg.metrics.listen).split(':').pop());
