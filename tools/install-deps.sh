@@ -24,6 +24,10 @@ pkgs=(
   crun runc
   # podman: the hooks.d match test (containers/common pkg/hooks, the matcher CRI-O uses)
   podman
+  # deploy/: promtool for the alert-rule tests; mmdebstrap and umoci for tools/build-image
+  prometheus
+  mmdebstrap
+  umoci
 )
 
 missing=()

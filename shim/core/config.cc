@@ -123,7 +123,7 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
   if (!root || root.IsNull()) return c;  // an empty file means all defaults
   PODSHIM_TRY(check_keys(ctx, root, "",
                          {"log_level", "socket", "access", "http", "state_dir", "cgroup", "node",
-                          "nri", "cdi", "selinux", "hook"}));
+                          "nri", "cdi", "selinux", "hook", "metrics"}));
   if (auto n = root["log_level"]) {
     auto s = scalar(ctx, n, "log_level");
     if (!s) return Unexpected(s.error());
@@ -307,6 +307,21 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
       auto v = number(ctx, n["timeout_ms"], "hook.timeout_ms", 60000);
       if (!v) return Unexpected(v.error());
       c.hook_timeout = std::chrono::milliseconds(*v);
+    }
+  }
+  if (auto n = root["metrics"]) {
+    PODSHIM_TRY(check_keys(ctx, n, "metrics", {"listen", "max_containers"}));
+    if (n["listen"]) {
+      // The address itself is checked where it is bound (shim/status
+      // parse_listen_address); here only its type.
+      auto s = scalar(ctx, n["listen"], "metrics.listen");
+      if (!s) return Unexpected(s.error());
+      c.metrics_listen = *s;
+    }
+    if (n["max_containers"]) {
+      auto v = number(ctx, n["max_containers"], "metrics.max_containers", 100000);
+      if (!v) return Unexpected(v.error());
+      c.metrics_max_containers = static_cast<size_t>(*v);
     }
   }
   return c;

@@ -82,6 +82,11 @@ struct Config {
   // hook:
   bool hook_strict = false;
   std::chrono::milliseconds hook_timeout{2000};
+
+  // metrics: the read-only TCP /metrics listener ("" = off) and the cap on
+  // containers in the per-container families.
+  std::string metrics_listen;
+  size_t metrics_max_containers = 1024;
 };
 
 // Parses YAML text; `source` names it in errors ("config.yaml: unknown key

@@ -18,6 +18,8 @@
 #include "shim/core/state.h"
 #include "shim/security/caps.h"
 #include "shim/security/seccomp.h"
+#include "shim/status/container_metrics.h"
+#include "shim/status/metrics_listener.h"
 #include "shim/status/server.h"
 #ifdef PODSHIM_WITH_NRI
 #include "shim/daemon/nri_glue.h"
@@ -54,6 +56,9 @@ Options:
   --cgroup-root DIR    cgroup v2 mount (overrides cgroup.root; tests use a
                        fake tree)
   --log-level LEVEL    err|warning|notice|info|debug (overrides log_level)
+  --metrics-listen ADDR  serve GET /metrics (and nothing else) on TCP
+                       HOST:PORT, e.g. 127.0.0.1:9464 (overrides
+                       metrics.listen; default off)
   --check-config       load and validate the configuration, then exit
   --no-seccomp         do not install the syscall allow-list (debugging only;
                        see docs/security.md)
@@ -62,8 +67,9 @@ Options:
 
 Signals:
   SIGHUP               reload the configuration; a bad file is logged and the
-                       running configuration kept. socket.path, state_dir and
-                       cgroup.* take effect only after a restart.
+                       running configuration kept. socket.path, state_dir,
+                       cgroup.* and metrics.* take effect only after a
+                       restart.
   SIGTERM, SIGINT      shut down cleanly (state is already durable; the socket
                        is removed)
 
@@ -75,6 +81,7 @@ struct Args {
   bool config_explicit = false;
   std::optional<bool> nri;
   std::optional<std::string> socket, state_dir, cgroup_root, log_level, nri_socket, nri_index;
+  std::optional<std::string> metrics_listen;
   bool check_only = false;
   bool no_seccomp = false;
 };
@@ -85,7 +92,10 @@ struct Daemon {
   std::unique_ptr<core::Store> store;
   core::Metrics metrics;
   std::unique_ptr<core::Actuator> actuator;
+  std::unique_ptr<status::ContainerMetrics> container_metrics;
+  std::unique_ptr<core::Actuator> timed_actuator;  // wraps the actuator below for container_metrics
   std::unique_ptr<core::ResizeManager> resize;
+  std::unique_ptr<status::MetricsListener> metrics_listener;
   std::unique_ptr<status::Server> server;
 #ifdef PODSHIM_WITH_NRI
   std::unique_ptr<daemon::NriMode> nri;
@@ -109,6 +119,10 @@ Result<core::Config> load(const Args& a) {
   if (a.cgroup_root) cfg->cgroup_root = *a.cgroup_root;
   if (a.log_level && !log::parse_level(*a.log_level, &cfg->log_level)) {
     return fail(EINVAL, "--log-level: unknown level '{}'", *a.log_level);
+  }
+  if (a.metrics_listen) cfg->metrics_listen = *a.metrics_listen;
+  if (!cfg->metrics_listen.empty()) {
+    if (auto la = status::parse_listen_address(cfg->metrics_listen); !la) return Unexpected(la.error());
   }
   return cfg;
 }
@@ -142,8 +156,9 @@ void reload(Daemon& d) {
     return;
   }
   if (cfg->socket_path != d.cfg.socket_path || cfg->state_dir != d.cfg.state_dir ||
-      cfg->cgroup_root != d.cfg.cgroup_root || cfg->nri_enabled != d.cfg.nri_enabled) {
-    log::notice("socket.path, state_dir, cgroup.root and nri.enabled changes take effect after a restart");
+      cfg->cgroup_root != d.cfg.cgroup_root || cfg->nri_enabled != d.cfg.nri_enabled ||
+      cfg->metrics_listen != d.cfg.metrics_listen || cfg->metrics_max_containers != d.cfg.metrics_max_containers) {
+    log::notice("socket.path, state_dir, cgroup.root, nri.enabled and metrics.* changes take effect after a restart");
   }
   log::set_level(cfg->log_level);
   d.server->set_policy(std::move(so->policy));
@@ -168,7 +183,7 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
 }
 
 int parse_args(int argc, char** argv, Args* a) {
-  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex };
+  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex, OptMetricsListen };
   static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
                                 {"nri", required_argument, nullptr, OptNri},
                                 {"socket", required_argument, nullptr, OptSocket},
@@ -180,6 +195,7 @@ int parse_args(int argc, char** argv, Args* a) {
                                 {"no-seccomp", no_argument, nullptr, OptNoSeccomp},
                                 {"nri-socket", required_argument, nullptr, OptNriSocket},
                                 {"nri-index", required_argument, nullptr, OptNriIndex},
+                                {"metrics-listen", required_argument, nullptr, OptMetricsListen},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   int c;
@@ -202,6 +218,7 @@ int parse_args(int argc, char** argv, Args* a) {
       case OptNoSeccomp: a->no_seccomp = true; break;
       case OptNriSocket: a->nri_socket = optarg; break;
       case OptNriIndex: a->nri_index = optarg; break;
+      case OptMetricsListen: a->metrics_listen = optarg; break;
       case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
       case 'h': std::fputs(kHelp, stdout); return 0;
       default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;
@@ -290,19 +307,38 @@ int run(Daemon& d) {
     return 2;
 #endif
   }
-  d.resize = std::make_unique<core::ResizeManager>(*d.store, *actuator, *alloc, &d.metrics);
+  d.container_metrics =
+      std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
+  d.timed_actuator = d.container_metrics->wrap(*actuator);
+  d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, *alloc, &d.metrics);
 
   status::ServerDeps deps;
   deps.store = d.store.get();
   deps.resize = d.resize.get();
   deps.metrics = &d.metrics;
   deps.ready = [&d] { return d.ready; };
+  deps.extra_metrics = [&d](std::string& out) { d.container_metrics->render(out); };
   auto server = status::Server::start(d.loop, std::move(*so), deps);
   if (!server) {
     log::err("Starting the status socket failed: {}", server.error().message);
     return 1;
   }
   d.server = std::move(*server);
+  if (!d.cfg.metrics_listen.empty()) {
+    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d] {
+      d.metrics.containers.set({}, static_cast<double>(d.store->container_count()));
+      d.metrics.pods.set({}, static_cast<double>(d.store->pods().size()));
+      std::string out = d.metrics.render();
+      d.container_metrics->render(out);
+      return out;
+    });
+    if (!ml) {
+      log::err("Starting the metrics listener failed: {}", ml.error().message);
+      return 1;
+    }
+    d.metrics_listener = std::move(*ml);
+    log::info("Serving /metrics on {}", d.metrics_listener->address());
+  }
 
   // Everything that needed privilege is done: the socket is bound, chowned
   // and in place, state and cgroup directories are open to uid 0 by plain
@@ -323,6 +359,7 @@ int run(Daemon& d) {
             d.cfg.state_dir, d.cfg.nri_enabled ? "NRI" : "hooks-only", d.store->container_count());
   sd_notify(0, "READY=1\nSTATUS=serving");
   r = sd_event_loop(d.loop);
+  d.metrics_listener.reset();
   d.server.reset();  // ends watch streams, removes the socket
 #ifdef PODSHIM_WITH_NRI
   d.nri.reset();

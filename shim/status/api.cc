@@ -363,7 +363,9 @@ Reply Api::metrics() {
   deps_.metrics->containers.set({}, static_cast<double>(deps_.store->container_count()));
   deps_.metrics->pods.set({}, static_cast<double>(deps_.store->pods().size()));
   if (deps_.before_metrics) deps_.before_metrics();
-  return Reply{200, "text/plain; version=0.0.4; charset=utf-8", deps_.metrics->render()};
+  std::string body = deps_.metrics->render();
+  if (deps_.extra_metrics) deps_.extra_metrics(body);
+  return Reply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(body)};
 }
 
 }  // namespace podshim::status

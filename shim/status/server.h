@@ -60,6 +60,7 @@ struct ServerDeps {
   core::Metrics* metrics = nullptr;        // null: /metrics answers 404
   std::function<bool()> ready;             // /readyz; null means ready
   std::function<void()> before_metrics;    // refresh gauges before /metrics
+  std::function<void(std::string&)> extra_metrics;  // appends families to /metrics
 };
 
 class Server {

@@ -1,0 +1,279 @@
+#include "shim/status/container_metrics.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <vector>
+
+#include "shim/core/metrics.h"
+
+namespace podshim::status {
+
+namespace {
+
+using core::Container;
+using core::Labels;
+
+// One family's header, in the text exposition format 0.0.4.
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, core::escape_help(help), name, type);
+}
+
+void series(std::string& out, std::string_view name, const Labels& labels, double v) {
+  out += name;
+  out += '{';
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i) out += ',';
+    out += labels[i].first;
+    out += "=\"";
+    out += core::escape_label_value(labels[i].second);
+    out += '"';
+  }
+  out += "} ";
+  out += fmt::format("{}", v);
+  out += '\n';
+}
+
+Labels with(Labels l, std::string_view k, std::string_view v) {
+  l.emplace_back(std::string(k), std::string(v));
+  return l;
+}
+
+std::string annotation(const Container& c, const char* key) {
+  auto it = c.annotations.find(key);
+  return it == c.annotations.end() ? std::string() : it->second;
+}
+
+// Outcome names are a fixed set, so the outcome label stays bounded:
+// applied, unchanged, deferred, infeasible, restart_required, error.
+std::string outcome_of(const Container& c, const core::K8sResources& previous_allocated) {
+  if (c.conditions.pending) {
+    return c.conditions.pending->reason == core::kReasonInfeasible ? "infeasible" : "deferred";
+  }
+  if (c.conditions.in_progress && c.conditions.in_progress->reason == core::kReasonError) return "error";
+  if (c.restart_required) return "restart_required";
+  return c.allocated == previous_allocated ? "unchanged" : "applied";
+}
+
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Times each actuation and attributes it to the containers it touched.
+class TimingActuator final : public core::Actuator {
+ public:
+  TimingActuator(core::Actuator& inner, ContainerMetrics& m, core::Store& store)
+      : inner_(inner), m_(m), store_(store) {}
+
+  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
+    // Which containers' memory limits this request lowers, judged against
+    // what is allocated before the write (the manager stores the new values
+    // only after apply() returns).
+    std::vector<std::pair<std::string, bool>> targets;
+    for (const auto& t : req.containers) {
+      bool lowers = false;
+      if (auto c = store_.container(t.id); c && c->allocated.memory_limit_bytes && t.desired.memory_limit_bytes) {
+        lowers = *t.desired.memory_limit_bytes < *c->allocated.memory_limit_bytes;
+      }
+      targets.emplace_back(t.id, lowers);
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto r = inner_.apply(req);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bool refused = !r && inner_.is_shrink_refused(r.error());
+    for (const auto& [id, lowers] : targets) m_.record_actuation(id, secs, refused && lowers);
+    return r;
+  }
+  Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override {
+    return inner_.read_actual(cgroup_path);
+  }
+  bool is_shrink_refused(const Error& e) const override { return inner_.is_shrink_refused(e); }
+
+ private:
+  core::Actuator& inner_;
+  ContainerMetrics& m_;
+  core::Store& store_;
+};
+
+}  // namespace
+
+ContainerMetrics::ContainerMetrics(core::Store& store, size_t max_containers, bool nri_enabled)
+    : store_(store), max_containers_(max_containers), nri_enabled_(nri_enabled) {
+  sub_ = store_.subscribe([this](const core::Event& ev) { on_event(ev); });
+}
+
+ContainerMetrics::~ContainerMetrics() { store_.unsubscribe(sub_); }
+
+std::unique_ptr<core::Actuator> ContainerMetrics::wrap(core::Actuator& inner) {
+  return std::make_unique<TimingActuator>(inner, *this, store_);
+}
+
+void ContainerMetrics::record_actuation(const std::string& container_id, double seconds, bool shrink_refused) {
+  std::lock_guard lk(mu_);
+  auto& t = tracks_[container_id];
+  t.pending_duration += seconds;
+  if (shrink_refused) t.shrinks_refused++;
+}
+
+// Called under the store's lock: takes only mu_, never the store.
+void ContainerMetrics::on_event(const core::Event& ev) {
+  if (!ev.container) return;
+  const Container& c = *ev.container;
+  std::lock_guard lk(mu_);
+  if (ev.type == core::EventType::ContainerRemoved) {
+    tracks_.erase(c.id);  // its series go with it
+    return;
+  }
+  auto [it, fresh] = tracks_.try_emplace(c.id);
+  Track& t = it->second;
+  const bool unseen = t.generation < 0;
+  bool resized = false;
+  if (unseen) {
+    // First sight (registration, or the first resize after a restart of
+    // podshimd): an outcome only if something already happened to it.
+    resized = t.pending_duration > 0 || !c.conditions.empty();
+  } else if (c.generation != t.generation) {
+    resized = true;
+  } else if ((t.outcome == "deferred" || t.outcome == "error") && c.conditions.empty()) {
+    // A deferred resize admitted later (ResizeManager::retry_deferred keeps
+    // the generation), or an actuation error cleared by a later success.
+    resized = true;
+  }
+  if (resized) {
+    t.outcome = outcome_of(c, unseen ? c.allocated : t.allocated);
+    if (unseen && t.outcome == "unchanged" && t.pending_duration > 0) t.outcome = "applied";
+    t.timestamp_seconds = ev.time_unix_ms > 0 ? static_cast<double>(ev.time_unix_ms) / 1000 : unix_seconds_now();
+    t.duration_seconds = t.pending_duration;
+    t.pending_duration = 0;
+  }
+  t.generation = c.generation;
+  t.allocated = c.allocated;
+}
+
+void ContainerMetrics::render(std::string& out) const {
+  // Copies first, so mu_ is never held while the store's lock is taken.
+  std::vector<Container> containers = store_.containers();
+  std::map<std::string, core::Pod> pods;
+  for (auto& p : store_.pods()) {
+    std::string uid = p.uid;
+    pods.emplace(std::move(uid), std::move(p));
+  }
+  size_t dropped = containers.size() > max_containers_ ? containers.size() - max_containers_ : 0;
+  if (dropped) containers.resize(max_containers_);
+  std::map<std::string, Track> tracks;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& c : containers) {
+      if (auto it = tracks_.find(c.id); it != tracks_.end()) tracks.emplace(c.id, it->second);
+    }
+  }
+
+  std::vector<Labels> base;
+  base.reserve(containers.size());
+  for (const auto& c : containers) {
+    std::string ns, pod;
+    if (auto p = pods.find(c.pod_uid); p != pods.end()) {
+      ns = p->second.namespace_;
+      pod = p->second.name;
+    }
+    // Hook-registered containers may come without a pod object; the CRI
+    // annotations carry the same names (cri-api pkg/annotations).
+    if (ns.empty()) ns = annotation(c, "io.kubernetes.pod.namespace");
+    if (pod.empty()) pod = annotation(c, "io.kubernetes.pod.name");
+    base.push_back({{"namespace", ns}, {"pod", pod}, {"container", c.name.empty() ? c.id : c.name}});
+  }
+  auto each = [&](auto&& fn) {
+    for (size_t i = 0; i < containers.size(); ++i) fn(containers[i], base[i]);
+  };
+  auto cpu_mem = [&](std::string_view name, const Labels& l, const std::optional<int64_t>& cpu_milli,
+                     const std::optional<int64_t>& mem_bytes) {
+    if (cpu_milli) series(out, name, with(with(l, "resource", "cpu"), "unit", "core"), static_cast<double>(*cpu_milli) / 1000);
+    if (mem_bytes) series(out, name, with(with(l, "resource", "memory"), "unit", "byte"), static_cast<double>(*mem_bytes));
+  };
+
+  header(out, "podshim_container_resize_condition", "gauge",
+         "1 while the container's pod resize condition of this type and reason is present "
+         "(PodResizePending: Deferred|Infeasible; PodResizeInProgress: \"\"|Error).");
+  each([&](const Container& c, const Labels& l) {
+    if (const auto& p = c.conditions.pending) {
+      series(out, "podshim_container_resize_condition",
+             with(with(l, "type", core::kPodResizePending), "reason", p->reason), 1);
+    }
+    if (const auto& p = c.conditions.in_progress) {
+      series(out, "podshim_container_resize_condition",
+             with(with(l, "type", core::kPodResizeInProgress), "reason", p->reason), 1);
+    }
+  });
+  header(out, "podshim_container_allocated_requests", "gauge",
+         "Requests podshim accepted for the container (cpu in cores, memory in bytes).");
+  each([&](const Container& c, const Labels& l) {
+    cpu_mem("podshim_container_allocated_requests", l, c.allocated.cpu_request_milli, c.allocated.memory_request_bytes);
+  });
+  header(out, "podshim_container_allocated_limits", "gauge",
+         "Limits podshim accepted for the container (cpu in cores, memory in bytes).");
+  each([&](const Container& c, const Labels& l) {
+    cpu_mem("podshim_container_allocated_limits", l, c.allocated.cpu_limit_milli, c.allocated.memory_limit_bytes);
+  });
+  header(out, "podshim_container_actual_requests", "gauge",
+         "CPU request the kernel holds, converted back from cpu.weight (cores); read after each resize.");
+  each([&](const Container& c, const Labels& l) {
+    if (c.actual) cpu_mem("podshim_container_actual_requests", l, c.actual->resources.cpu_request_milli, std::nullopt);
+  });
+  header(out, "podshim_container_actual_limits", "gauge",
+         "Limits the kernel holds (cpu.max in cores, memory.max in bytes); read after each resize.");
+  each([&](const Container& c, const Labels& l) {
+    if (c.actual) {
+      cpu_mem("podshim_container_actual_limits", l, c.actual->resources.cpu_limit_milli,
+              c.actual->resources.memory_limit_bytes);
+    }
+  });
+  header(out, "podshim_container_memory_usage_bytes", "gauge",
+         "memory.current of the container's cgroup at the last read-back.");
+  each([&](const Container& c, const Labels& l) {
+    if (c.actual) series(out, "podshim_container_memory_usage_bytes", l, static_cast<double>(c.actual->memory_current));
+  });
+  header(out, "podshim_container_oom_kills_total", "counter",
+         "oom_kill of the container's memory.events at the last read-back.");
+  each([&](const Container& c, const Labels& l) {
+    if (c.actual) series(out, "podshim_container_oom_kills_total", l, static_cast<double>(c.actual->oom_kill));
+  });
+  header(out, "podshim_container_last_resize_outcome", "gauge",
+         "1 for the outcome of the container's last resize (applied, unchanged, deferred, infeasible, "
+         "restart_required, error).");
+  each([&](const Container& c, const Labels& l) {
+    auto t = tracks.find(c.id);
+    if (t != tracks.end() && !t->second.outcome.empty()) {
+      series(out, "podshim_container_last_resize_outcome", with(l, "outcome", t->second.outcome), 1);
+    }
+  });
+  header(out, "podshim_container_last_resize_timestamp_seconds", "gauge",
+         "Unix time of the container's last resize outcome.");
+  each([&](const Container& c, const Labels& l) {
+    auto t = tracks.find(c.id);
+    if (t != tracks.end() && !t->second.outcome.empty()) {
+      series(out, "podshim_container_last_resize_timestamp_seconds", l, t->second.timestamp_seconds);
+    }
+  });
+  header(out, "podshim_container_last_resize_duration_seconds", "gauge",
+         "Time the container's last resize spent in cgroup actuation (0 when it was not actuated).");
+  each([&](const Container& c, const Labels& l) {
+    auto t = tracks.find(c.id);
+    if (t != tracks.end() && !t->second.outcome.empty()) {
+      series(out, "podshim_container_last_resize_duration_seconds", l, t->second.duration_seconds);
+    }
+  });
+  header(out, "podshim_container_memory_shrinks_refused_total", "counter",
+         "Memory limit decreases of this container refused because usage stayed above the target.");
+  each([&](const Container& c, const Labels& l) {
+    auto t = tracks.find(c.id);
+    series(out, "podshim_container_memory_shrinks_refused_total", l,
+           t == tracks.end() ? 0 : static_cast<double>(t->second.shrinks_refused));
+  });
+  header(out, "podshim_container_metrics_dropped", "gauge",
+         "Containers left out of the per-container families by metrics.max_containers.");
+  out += fmt::format("podshim_container_metrics_dropped {}\n", dropped);
+  header(out, "podshim_nri_enabled", "gauge", "1 when podshimd runs as an NRI plugin (nri.enabled).");
+  out += fmt::format("podshim_nri_enabled {}\n", nri_enabled_ ? 1 : 0);
+}
+
+}  // namespace podshim::status

@@ -1,0 +1,71 @@
+// Per-container gauges for a fleet, in the kube-state-metrics style
+// (kubernetes/kube-state-metrics docs/metrics/workload/pod-metrics.md: one
+// series per namespace/pod/container, the value 1 for a state, units in a
+// label): resize conditions, allocated and actual resources, the last resize's
+// outcome and duration, and memory shrinks refused. Rendered on demand from
+// the model's public read API (core::Store), plus what a timing Actuator
+// decorator saw of each actuation.
+//
+// Cardinality: at most kSeriesPerContainer series per container, and at most
+// `max_containers` containers (the rest are counted in
+// podshim_container_metrics_dropped); label values come from the model only
+// (names, and reasons/outcomes from fixed sets). docs/metrics.md lists them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "shim/core/resize.h"
+#include "shim/core/state.h"
+
+namespace podshim::status {
+
+// The largest number of series one container contributes (conditions 2,
+// allocated 4, actual 4, usage 1, oom 1, outcome 1, timestamp 1, duration 1,
+// refused 1).
+inline constexpr size_t kSeriesPerContainer = 16;
+
+class ContainerMetrics {
+ public:
+  // Borrows `store` for its lifetime and subscribes to it.
+  ContainerMetrics(core::Store& store, size_t max_containers, bool nri_enabled);
+  ~ContainerMetrics();
+  ContainerMetrics(const ContainerMetrics&) = delete;
+  ContainerMetrics& operator=(const ContainerMetrics&) = delete;
+
+  // Wraps `inner` so every actuation's duration and shrink refusal is
+  // recorded per container. The returned actuator borrows both `inner` and
+  // this object.
+  std::unique_ptr<core::Actuator> wrap(core::Actuator& inner);
+
+  // Appends the exposition (HELP/TYPE and series) of every per-container
+  // family to `out`.
+  void render(std::string& out) const;
+
+  // Called by the wrapping actuator (public for it and for tests).
+  void record_actuation(const std::string& container_id, double seconds, bool shrink_refused);
+
+ private:
+  struct Track {
+    int64_t generation = -1;
+    std::string outcome;          // fixed set, see outcome_of()
+    double timestamp_seconds = 0;
+    double duration_seconds = 0;  // actuation time of the last resize
+    double pending_duration = 0;  // actuation seen since the last outcome
+    uint64_t shrinks_refused = 0;
+    core::K8sResources allocated;  // at the last event, to tell applied from unchanged
+  };
+  void on_event(const core::Event& ev);
+
+  core::Store& store_;
+  size_t max_containers_;
+  bool nri_enabled_;
+  uint64_t sub_ = 0;
+  mutable std::mutex mu_;
+  std::map<std::string, Track, std::less<>> tracks_;
+};
+
+}  // namespace podshim::status
