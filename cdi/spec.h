@@ -4,7 +4,8 @@
 // Parsing is strict in the way upstream's yaml.UnmarshalStrict is: an unknown
 // field at any level, a duplicate key or a value of the wrong type is an error
 // naming the field path ("devices[0].containerEdits.mounts[1]: unknown field
-// \"foo\""). Exceptions from nlohmann::json and yaml-cpp are caught here.
+// \"foo\""). Exceptions from nlohmann::json are caught here; YAML is read
+// with libyaml.
 #pragma once
 
 #include <cstdint>
