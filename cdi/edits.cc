@@ -182,7 +182,7 @@ Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts
       else if (h.hook_name == "poststop") hooks.poststop.push_back(to_oci(h));
       else return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
     }
-    if (p->intel_rdt) r.intel_rdt = p->intel_rdt;  // a later one replaces (ContainerEdits::append)
+    if (p->intel_rdt) r.intel_rdt = *p->intel_rdt;  // a later one replaces (ContainerEdits::append)
     for (uint32_t g : p->additional_gids)
       if (g != 0 && gids.insert(g).second) r.additional_gids.push_back(g);
   }

@@ -71,10 +71,18 @@ constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MAS
 
 struct Registry::FileState {
   size_t prio = 0;
-  std::string name, path;
+  std::string name;
   std::string error;                      // load error or safety refusal
   std::shared_ptr<const SpecFile> spec;   // null when not loaded
-  std::vector<std::string> qualified;     // kind=name of each device, in order
+  // kind=name of each device, in order; derived, not stored (a registry of
+  // DRA claims holds thousands).
+  std::vector<std::string> qualified() const {
+    std::vector<std::string> out;
+    if (!spec) return out;
+    out.reserve(spec->spec.devices.size());
+    for (const auto& d : spec->spec.devices) out.push_back(spec->spec.kind + "=" + d.name);
+    return out;
+  }
 };
 
 namespace {
@@ -135,7 +143,6 @@ void Registry::update_file(size_t prio, const std::string& name) {
   auto f = std::make_unique<FileState>();
   f->prio = prio;
   f->name = name;
-  f->path = file_path(prio, name);
   auto data = read_candidate(dfd, name, options_);
   if (!data) {
     f->error = data.error().message;
@@ -144,9 +151,7 @@ void Registry::update_file(size_t prio, const std::string& name) {
   } else {
     auto kind = parse_kind(spec->kind);  // validated by load_spec
     auto file = std::make_shared<SpecFile>(
-        SpecFile{f->path, static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
-    f->qualified.reserve(file->spec.devices.size());
-    for (const auto& d : file->spec.devices) f->qualified.push_back(file->spec.kind + "=" + d.name);
+        SpecFile{file_path(prio, name), static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
     f->spec = std::move(file);
   }
   replace_file(prio, name, std::move(f));
@@ -158,10 +163,10 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   std::vector<std::string> affected;
   if (it != files.end()) {
     FileState* old = it->second.get();
-    for (const auto& qn : old->qualified) {
+    for (auto& qn : old->qualified()) {
       auto& providers = names_[qn].providers;
       std::erase_if(providers, [&](const Provider& p) { return p.file == old; });
-      affected.push_back(qn);
+      affected.push_back(std::move(qn));
     }
   }
   FileState* added = next.get();
@@ -172,12 +177,13 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
     files.erase(it);
   }
   if (added) {
-    for (size_t i = 0; i < added->qualified.size(); i++) {
-      auto& providers = names_[added->qualified[i]].providers;
+    auto qualified = added->qualified();
+    for (size_t i = 0; i < qualified.size(); i++) {
+      auto& providers = names_[qualified[i]].providers;
       auto pos = std::upper_bound(providers.begin(), providers.end(), added,
                                   [](const FileState* f, const Provider& p) { return scan_before(*f, *p.file); });
       providers.insert(pos, Provider{added, i});
-      affected.push_back(added->qualified[i]);
+      affected.push_back(std::move(qualified[i]));
     }
   }
   for (const auto& qn : affected) recompute(qn);
@@ -225,7 +231,8 @@ void Registry::build_views() const {
   for (const auto& [qn, ns] : names_) {
     for (const auto& c : ns.conflicts) {
       std::string text =
-          fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn, c.later->path, c.first->path);
+          fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn, c.later->spec->path,
+                      c.first->spec->path);
       msgs[c.first].push_back({c.later, c.index, text});
       msgs[c.later].push_back({c.later, c.index, std::move(text)});
     }
@@ -236,7 +243,7 @@ void Registry::build_views() const {
     const DirState& ds = dirs_[prio];
     if (!ds.error.empty()) verdicts_.push_back(FileVerdict{options_.spec_dirs[prio], false, {ds.error}});
     for (const auto& [name, f] : ds.files) {
-      FileVerdict v{f->path, f->spec != nullptr, {}};
+      FileVerdict v{f->spec ? f->spec->path : file_path(prio, name), f->spec != nullptr, {}};
       if (!f->error.empty()) v.errors.push_back(f->error);
       if (auto m = msgs.find(f.get()); m != msgs.end()) {
         std::sort(m->second.begin(), m->second.end(), [](const Msg& a, const Msg& b) {
