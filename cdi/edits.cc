@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <map>
-#include <deque>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "cdi/flat_index.h"
 
 namespace podshim::cdi {
 
@@ -130,21 +131,23 @@ Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts
   }
   ResolvedEdits r;
   r.env.reserve(n_env);
-  std::unordered_map<std::string_view, size_t> env_at;  // key → index in r.env
-  env_at.reserve(n_env);
+  FlatIndex<std::string_view> env_at(n_env);  // key → index in r.env
   for (const ContainerEdits* p : parts) {
     for (const auto& e : p->env) {
-      auto [it, fresh] = env_at.try_emplace(env_key(e), r.env.size());
+      bool fresh;
+      size_t& at = env_at.find_or_add(env_key(e), r.env.size(), &fresh);
       if (fresh) r.env.push_back(e);
-      else r.env[it->second] = e;  // a later value replaces in place
+      else r.env[at] = e;  // a later value replaces in place
     }
   }
   // Device nodes: unique by container path, the later one wins and takes
   // the later position. Every node is completed (and may fail) in order.
-  std::unordered_map<std::string_view, size_t> last_node;
-  last_node.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); i++) last_node[nodes[i]->path] = i;
-  r.devices.reserve(last_node.size());
+  FlatIndex<std::string_view> last_node(nodes.size());
+  for (size_t i = 0; i < nodes.size(); i++) {
+    bool fresh;
+    last_node.find_or_add(nodes[i]->path, i, &fresh) = i;
+  }
+  r.devices.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); i++) {
     const DeviceNode& n = *nodes[i];
     auto dev = complete_node(n, ids, lookup);
@@ -153,18 +156,21 @@ Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts
       std::string access = n.permissions.empty() ? "rwm" : n.permissions == "none" ? "" : n.permissions;
       r.device_rules.push_back(DeviceCgroupRule{dev->type, dev->major, dev->minor, std::move(access)});
     }
-    if (last_node[n.path] == i) r.devices.push_back(std::move(*dev));
+    if (*last_node.find(n.path) == i) r.devices.push_back(std::move(*dev));
   }
   for (const ContainerEdits* p : parts)
     r.net_devices.insert(r.net_devices.end(), p->net_devices.begin(), p->net_devices.end());
   // Mounts: unique by destination (later wins, at its position), then
   // stable-sorted by depth, each depth computed once.
-  std::unordered_map<std::string_view, size_t> last_mount;
-  for (size_t i = 0; i < mounts.size(); i++) last_mount[mounts[i]->container_path] = i;
+  FlatIndex<std::string_view> last_mount(mounts.size());
+  for (size_t i = 0; i < mounts.size(); i++) {
+    bool fresh;
+    last_mount.find_or_add(mounts[i]->container_path, i, &fresh) = i;
+  }
   std::vector<std::pair<size_t, const Mount*>> by_depth;
-  by_depth.reserve(last_mount.size());
+  by_depth.reserve(mounts.size());
   for (size_t i = 0; i < mounts.size(); i++)
-    if (last_mount[mounts[i]->container_path] == i)
+    if (*last_mount.find(mounts[i]->container_path) == i)
       by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
   std::stable_sort(by_depth.begin(), by_depth.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -250,18 +256,32 @@ void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::st
   std::vector<json> all;
   all.reserve(arr.size() + added.size());
   for (auto& e : arr) all.push_back(std::move(e));
-  std::vector<bool> live(all.size() + added.size(), true);
-  // key → positions of live entries with that key, in array order.
-  std::unordered_map<std::string_view, std::deque<size_t>> at;
+  const size_t total = all.size() + added.size();
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<bool> live(total, true);
+  // Live entries with the same key form a list in array order: the index
+  // holds its (first, last), next[] the links.
+  std::vector<size_t> next(total, kNone);
+  FlatIndex<std::string_view, std::pair<size_t, size_t>> at(total);
+  auto link = [&](std::string_view k, size_t pos) {
+    bool fresh;
+    auto& fl = at.find_or_add(k, {pos, pos}, &fresh);
+    if (fresh) return;
+    if (fl.first == kNone) fl.first = pos;
+    else next[fl.second] = pos;
+    fl.second = pos;
+  };
   for (size_t i = 0; i < all.size(); i++)
-    if (auto k = member(all[i], key)) at[*k].push_back(i);
+    if (auto k = member(all[i], key)) link(*k, i);
   for (auto& [k, j] : added) {
-    auto& q = at[k];
-    if (!q.empty()) {
-      live[q.front()] = false;
-      q.pop_front();
+    bool fresh;
+    auto& fl = at.find_or_add(k, {kNone, kNone}, &fresh);
+    if (fl.first != kNone) {  // remove the first live entry with this key
+      live[fl.first] = false;
+      fl.first = next[fl.first];
+      if (fl.first == kNone) fl.second = kNone;
     }
-    q.push_back(all.size());
+    link(k, all.size());
     all.push_back(std::move(j));
   }
   json out = json::array();
@@ -286,16 +306,25 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     // native editor, 951fcb4; released v1.x and v0.5.2 append instead, which
     // runc's last-wins de-duplication turns into the same result).
     json& arr = **env;
-    // key → the last index with it; owned keys, as a replaced entry's
-    // string goes away.
-    std::unordered_map<std::string, size_t> last;
-    for (size_t i = 0; i < arr.size(); i++)
-      if (arr[i].is_string()) last[std::string(env_key(arr[i].get_ref<const std::string&>()))] = i;
-    for (const auto& v : e.env) {
-      auto [it, fresh] = last.try_emplace(std::string(env_key(v)), arr.size());
-      if (fresh) arr.push_back(v);
-      else arr[it->second] = v;
+    // key → the last index with it. Values are assigned after the pass,
+    // so the keys viewed in the array stay valid during it.
+    const size_t existing = arr.size();
+    FlatIndex<std::string_view> last(existing + e.env.size());
+    for (size_t i = 0; i < existing; i++) {
+      bool fresh;
+      if (arr[i].is_string()) last.find_or_add(env_key(arr[i].get_ref<const std::string&>()), i, &fresh) = i;
     }
+    std::vector<const std::string*> value(existing + e.env.size(), nullptr);
+    size_t end = existing;
+    for (const auto& v : e.env) {
+      bool fresh;
+      size_t& at = last.find_or_add(env_key(v), end, &fresh);
+      if (fresh) end++;
+      value[at] = &v;
+    }
+    for (size_t i = 0; i < existing; i++)
+      if (value[i]) arr[i] = *value[i];
+    for (size_t i = existing; i < end; i++) arr.push_back(*value[i]);
   }
   if (!e.devices.empty() || !e.device_rules.empty()) {
     auto lnx = child(config, "linux", vt::object, "");

@@ -13,6 +13,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include "cdi/flat_index.h"
 #include "cdi/name.h"
 
 namespace podshim::cdi {
@@ -307,10 +308,10 @@ std::map<std::string, std::vector<std::string>> Registry::errors() const {
 Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::vector<std::string>& names) const {
   std::vector<const Provider*> found;
   std::vector<std::string> unresolved;
-  std::unordered_set<std::string_view> wanted;
+  FlatIndex<std::string_view, char> wanted(names.size());
   found.reserve(names.size());
   for (const auto& n : names) {
-    if (!wanted.insert(n).second) continue;  // a duplicate request counts once
+    if (!wanted.insert(n)) continue;  // a duplicate request counts once
     auto it = names_.find(n);
     if (it != names_.end() && it->second.winner >= 0) {
       found.push_back(&it->second.providers[it->second.winner]);
@@ -326,10 +327,10 @@ Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::ve
   }
   std::vector<const ContainerEdits*> parts;
   parts.reserve(found.size() * 2);
-  std::unordered_set<const SpecFile*> seen;
+  FlatIndex<const SpecFile*, char> seen(found.size());
   for (const Provider* p : found) {
     const SpecFile* spec = p->file->spec.get();
-    if (seen.insert(spec).second) parts.push_back(&spec->spec.edits);
+    if (seen.insert(spec)) parts.push_back(&spec->spec.edits);
     parts.push_back(&spec->spec.devices[p->index].edits);
   }
   return parts;
@@ -489,9 +490,10 @@ Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vecto
   if (!parts) return Unexpected(parts.error());
   auto r = resolve_edits(*parts, ids, lookup);
   if (!r) return Unexpected(r.error().wrap("failed to inject CDI devices"));
-  std::unordered_set<std::string_view> seen;
+  FlatIndex<std::string_view, char> seen(names.size());
+  r->cdi_devices.reserve(names.size());
   for (const auto& n : names)
-    if (seen.insert(n).second) r->cdi_devices.push_back(n);
+    if (seen.insert(n)) r->cdi_devices.push_back(n);
   return r;
 }
 
