@@ -196,6 +196,22 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
 // priority is a conflict recorded on both files, and the name then stays
 // unresolvable even if a higher directory defines it again (pkg/cdi
 // Cache.refresh).
+template <typename F>
+int Registry::scan_rules(const NameState& ns, F&& each) {
+  int cur = -1;
+  bool conflicted = false;
+  for (size_t i = 0; i < ns.providers.size(); i++) {
+    const Provider& p = ns.providers[i];
+    if (cur >= 0 && ns.providers[cur].file->prio == p.file->prio) {
+      each(p.file, ns.providers[cur].file, p.index);
+      conflicted = true;
+      continue;
+    }
+    cur = static_cast<int>(i);
+  }
+  return conflicted ? -1 : cur;
+}
+
 void Registry::recompute(const std::string& qn) {
   auto it = names_.find(qn);
   if (it == names_.end()) return;
@@ -204,19 +220,7 @@ void Registry::recompute(const std::string& qn) {
     names_.erase(it);
     return;
   }
-  ns.conflicts.clear();
-  int cur = -1;
-  bool conflicted = false;
-  for (size_t i = 0; i < ns.providers.size(); i++) {
-    const Provider& p = ns.providers[i];
-    if (cur >= 0 && ns.providers[cur].file->prio == p.file->prio) {
-      ns.conflicts.push_back({p.file, ns.providers[cur].file, p.index});
-      conflicted = true;
-      continue;
-    }
-    cur = static_cast<int>(i);
-  }
-  ns.winner = conflicted ? -1 : cur;
+  ns.winner = scan_rules(ns, [](const FileState*, const FileState*, size_t) {});
 }
 
 void Registry::build_views() const {
@@ -230,13 +234,13 @@ void Registry::build_views() const {
   };
   std::unordered_map<const FileState*, std::vector<Msg>> msgs;
   for (const auto& [qn, ns] : names_) {
-    for (const auto& c : ns.conflicts) {
-      std::string text =
-          fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn, c.later->spec->path,
-                      c.first->spec->path);
-      msgs[c.first].push_back({c.later, c.index, text});
-      msgs[c.later].push_back({c.later, c.index, std::move(text)});
-    }
+    if (ns.providers.size() < 2) continue;
+    scan_rules(ns, [&](const FileState* later, const FileState* first, size_t index) {
+      std::string text = fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn,
+                                     later->spec->path, first->spec->path);
+      msgs[first].push_back({later, index, text});
+      msgs[later].push_back({later, index, std::move(text)});
+    });
   }
   verdicts_.clear();
   specs_.clear();

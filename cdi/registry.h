@@ -136,18 +136,17 @@ class Registry {
     FileState* file;
     size_t index;  // in file->spec->spec.devices
   };
-  // Every file defining a qualified name, in scan order; the winner is
-  // derived from them with the scan's rules.
+  // Every file defining a qualified name, in scan order; the winner and the
+  // conflicts are derived from them with the scan's rules (conflicts only
+  // when verdicts are built).
   struct NameState {
     std::vector<Provider> providers;
     int winner = -1;  // index in providers; -1: unresolvable (conflict)
-    struct Conflict {
-      FileState* later;
-      FileState* first;
-      size_t index;  // the device's index in `later`
-    };
-    std::vector<Conflict> conflicts;
   };
+  // Calls each(later, first, index in later) for every conflict of `ns`;
+  // returns the winner's index, or -1.
+  template <typename F>
+  static int scan_rules(const NameState& ns, F&& each);
   struct DirState {
     std::string error;  // the directory could not be opened or listed
     int wd = -1;        // its inotify watch
