@@ -268,8 +268,10 @@ void Registry::refresh() {
   dirs_.clear();
   dirs_.resize(options_.spec_dirs.size());
   names_.clear();
-  queue_.clear();
-  queued_.clear();
+  // Watches first, so that a change made while the scan runs is reported
+  // and read again later rather than missed. The directory jobs this
+  // queues are what the scan below does.
+  if (inotify_) add_watches();
   for (size_t prio = 0; prio < options_.spec_dirs.size(); prio++) {
     std::vector<std::string> names;
     if (!list_candidates(prio, &names)) continue;
@@ -277,7 +279,6 @@ void Registry::refresh() {
   }
   views_stale_ = true;
   generation_++;
-  if (inotify_) add_watches();  // dirs_ was reset; records the watches again
   queue_.clear();
   queued_.clear();
   signal_pending();
