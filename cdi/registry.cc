@@ -72,7 +72,7 @@ constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MAS
 
 struct Registry::FileState {
   size_t prio = 0;
-  std::string name;
+  const std::string* name = nullptr;  // its key in DirState::files
   std::string error;                      // load error or safety refusal
   std::shared_ptr<const SpecFile> spec;   // null when not loaded
   // kind=name of each device, in order; derived, not stored (a registry of
@@ -91,7 +91,7 @@ namespace {
 // Scan order of two files: directory priority, then name.
 template <typename F>
 bool scan_before(const F& a, const F& b) {
-  return a.prio != b.prio ? a.prio < b.prio : a.name < b.name;
+  return a.prio != b.prio ? a.prio < b.prio : *a.name < *b.name;
 }
 
 }  // namespace
@@ -143,7 +143,6 @@ void Registry::update_file(size_t prio, const std::string& name) {
   }
   auto f = std::make_unique<FileState>();
   f->prio = prio;
-  f->name = name;
   auto data = read_candidate(dfd, name, options_);
   if (!data) {
     f->error = data.error().message;
@@ -172,8 +171,9 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   }
   FileState* added = next.get();
   if (next) {
-    if (it != files.end()) it->second = std::move(next);
-    else files.emplace(name, std::move(next));
+    if (it == files.end()) it = files.emplace(name, nullptr).first;
+    next->name = &it->first;
+    it->second = std::move(next);
   } else if (it != files.end()) {
     files.erase(it);
   }
