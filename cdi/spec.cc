@@ -101,6 +101,15 @@ bool looks_like_yaml_float(std::string_view s) {
 }
 
 json resolve_plain_scalar(const std::string& s) {
+  // Most plain scalars in a spec are paths and names: a first character no
+  // null, bool, number or float form starts with makes it a string.
+  if (!s.empty()) {
+    char c = s.front();
+    bool maybe = (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == '~' || c == 'n' ||
+                 c == 'N' || c == 'y' || c == 'Y' || c == 'o' || c == 'O' || c == 't' || c == 'T' ||
+                 c == 'f' || c == 'F' || c == '_';
+    if (!maybe) return s;
+  }
   static const std::set<std::string_view> nulls = {"", "~", "null", "Null", "NULL"};
   static const std::set<std::string_view> trues = {"y", "Y", "yes", "Yes", "YES", "on", "On",
                                                    "ON", "true", "True", "TRUE"};
@@ -139,13 +148,27 @@ class YamlConverter {
     if (next() == YAML_STREAM_END_EVENT) return nullptr;  // an empty file
     expect(type(), YAML_DOCUMENT_START_EVENT);
     next();
-    json root = node("", 0);
+    json root = node(Where{}, 0);
     expect(next(), YAML_DOCUMENT_END_EVENT);
     if (next() != YAML_STREAM_END_EVENT) throw ParseError("more than one YAML document in a spec file");
     return root;
   }
 
  private:
+  // Where a node is, rendered only for an error message: building the path
+  // string of every node was a fifth of the load time.
+  struct Where {
+    const Where* parent = nullptr;
+    std::string_view key;  // a mapping key, or
+    size_t index = 0;      // a sequence index when key is empty and parent set
+    std::string str() const {
+      if (!parent) return "";
+      std::string p = parent->str();
+      if (!key.empty()) return p.empty() ? std::string(key) : p + "." + std::string(key);
+      return fmt::format("{}[{}]", p, index);
+    }
+  };
+
   struct Anchor {
     json value;
     size_t nodes;
@@ -172,17 +195,17 @@ class YamlConverter {
     if (got != want) throw ParseError("malformed YAML: unexpected event");
   }
 
-  void count(const std::string& path, size_t n = 1) {
+  void count(const Where& path, size_t n = 1) {
     nodes_ += n;
-    if (nodes_ > kMaxNodes) error_at(path, "document too large (alias expansion?)");
+    if (nodes_ > kMaxNodes) error_at(path.str(), "document too large (alias expansion?)");
   }
 
   static std::string anchor_name(const yaml_char_t* a) { return a ? reinterpret_cast<const char*>(a) : ""; }
 
-  json scalar(const std::string& path) {
+  json scalar(const Where& path) {
     const auto& sc = event_.data.scalar;
     std::string value(reinterpret_cast<const char*>(sc.value), sc.length);
-    std::string tag = sc.tag ? reinterpret_cast<const char*>(sc.tag) : "";
+    std::string_view tag = sc.tag ? reinterpret_cast<const char*>(sc.tag) : "";
     if (tag.empty()) {
       // Untagged: a plain scalar is resolved (YAML 1.1), any other style
       // (quoted, literal, folded) is a string.
@@ -192,22 +215,22 @@ class YamlConverter {
     if (tag == "!" || tag == "tag:yaml.org,2002:str") return value;
     if (tag == "tag:yaml.org,2002:int") {
       if (auto i = resolve_yaml_int(value)) return *i;
-      error_at(path, fmt::format("invalid !!int value \"{}\"", value));
+      error_at(path.str(), fmt::format("invalid !!int value \"{}\"", value));
     }
     if (tag == "tag:yaml.org,2002:null") return nullptr;
     if (tag == "tag:yaml.org,2002:bool") return resolve_plain_scalar(value);
-    error_at(path, fmt::format("unsupported YAML tag \"{}\"", tag));
+    error_at(path.str(), fmt::format("unsupported YAML tag \"{}\"", tag));
   }
 
   // Converts the node that starts at the current event (consumed up to its
   // last event).
-  json node(const std::string& path, int depth, std::optional<std::string>* raw = nullptr) {
-    if (depth > kMaxDepth) error_at(path, "nesting too deep");
+  json node(const Where& path, int depth, std::optional<std::string>* raw = nullptr) {
+    if (depth > kMaxDepth) error_at(path.str(), "nesting too deep");
     switch (type()) {
       case YAML_ALIAS_EVENT: {
         auto it = anchors_.find(anchor_name(event_.data.alias.anchor));
         if (it == anchors_.end())
-          error_at(path, fmt::format("unknown anchor \"{}\"", anchor_name(event_.data.alias.anchor)));
+          error_at(path.str(), fmt::format("unknown anchor \"{}\"", anchor_name(event_.data.alias.anchor)));
         count(path, it->second.nodes);
         if (raw) *raw = it->second.raw;
         return it->second.value;
@@ -227,7 +250,7 @@ class YamlConverter {
         std::string anchor = anchor_name(event_.data.sequence_start.anchor);
         json out = json::array();
         for (size_t i = 0; next() != YAML_SEQUENCE_END_EVENT; i++)
-          out.push_back(node(fmt::format("{}[{}]", path, i), depth + 1));
+          out.push_back(node(Where{&path, {}, i}, depth + 1));
         if (!anchor.empty()) anchors_[anchor] = Anchor{out, nodes_ - start + 1, std::nullopt};
         return out;
       }
@@ -240,17 +263,17 @@ class YamlConverter {
           std::optional<std::string> key;
           bool scalar_key = type() == YAML_SCALAR_EVENT || type() == YAML_ALIAS_EVENT;
           if (scalar_key) (void)node(path, depth + 1, &key);
-          if (!key) error_at(path, "mapping key is not a scalar");
-          std::string sub = path.empty() ? *key : path + "." + *key;
-          if (out.contains(*key)) error_at(path, fmt::format("duplicate key \"{}\"", *key));
+          if (!key) error_at(path.str(), "mapping key is not a scalar");
+          if (out.contains(*key)) error_at(path.str(), fmt::format("duplicate key \"{}\"", *key));
           next();
-          out[*key] = node(sub, depth + 1);
+          json v = node(Where{&path, *key, 0}, depth + 1);
+          out[*key] = std::move(v);
         }
         if (!anchor.empty()) anchors_[anchor] = Anchor{out, nodes_ - start + 1, std::nullopt};
         return out;
       }
       default:
-        error_at(path, "unexpected YAML node");
+        error_at(path.str(), "unexpected YAML node");
     }
   }
 
