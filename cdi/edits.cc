@@ -6,6 +6,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cdi/flat_index.h"
 
 namespace podshim::cdi {
 
@@ -95,7 +99,8 @@ Result<LinuxDevice> complete_node(const DeviceNode& in, const ProcessIds& ids, c
     }
     if (!d.file_mode) d.file_mode = h->mode;
   }
-  LinuxDevice out{d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid, d.host_path, on_host};
+  LinuxDevice out{std::move(d.path), std::move(d.type), d.major, d.minor, d.file_mode, d.uid, d.gid,
+                  std::move(d.host_path), on_host};
   if (!out.uid && ids.uid > 0) out.uid = ids.uid;
   if (!out.gid && ids.gid > 0) out.gid = ids.gid;
   return out;
@@ -107,48 +112,85 @@ OciHook to_oci(const Hook& h) { return OciHook{h.path, h.args, h.env, h.timeout}
 
 Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
                                     const HostLookup& lookup) {
-  ResolvedEdits r;
-  for (const auto& e : merged.env) {
-    auto it = std::find_if(r.env.begin(), r.env.end(),
-                           [&](const std::string& x) { return env_key(x) == env_key(e); });
-    if (it != r.env.end()) *it = e;
-    else r.env.push_back(e);
+  const ContainerEdits* one = &merged;
+  return resolve_edits(std::span<const ContainerEdits* const>(&one, 1), ids, lookup);
+}
+
+Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts, const ProcessIds& ids,
+                                    const HostLookup& lookup) {
+  // Every list below is made unique by its key in one pass with a hash
+  // index. Scanning the result once per entry, as before, made injection
+  // quadratic in the number of requested devices.
+  std::vector<const DeviceNode*> nodes;
+  std::vector<const Mount*> mounts;
+  size_t n_env = 0;
+  for (const ContainerEdits* p : parts) {
+    for (const auto& n : p->device_nodes) nodes.push_back(&n);
+    for (const auto& m : p->mounts) mounts.push_back(&m);
+    n_env += p->env.size();
   }
-  for (const auto& n : merged.device_nodes) {
+  ResolvedEdits r;
+  r.env.reserve(n_env);
+  FlatIndex<std::string_view> env_at(n_env);  // key → index in r.env
+  for (const ContainerEdits* p : parts) {
+    for (const auto& e : p->env) {
+      bool fresh;
+      size_t& at = env_at.find_or_add(env_key(e), r.env.size(), &fresh);
+      if (fresh) r.env.push_back(e);
+      else r.env[at] = e;  // a later value replaces in place
+    }
+  }
+  // Device nodes: unique by container path, the later one wins and takes
+  // the later position. Every node is completed (and may fail) in order.
+  FlatIndex<std::string_view> last_node(nodes.size());
+  for (size_t i = 0; i < nodes.size(); i++) {
+    bool fresh;
+    last_node.find_or_add(nodes[i]->path, i, &fresh) = i;
+  }
+  r.devices.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); i++) {
+    const DeviceNode& n = *nodes[i];
     auto dev = complete_node(n, ids, lookup);
     if (!dev) return Unexpected(dev.error());
     if (dev->type == "b" || dev->type == "c") {
       std::string access = n.permissions.empty() ? "rwm" : n.permissions == "none" ? "" : n.permissions;
-      r.device_rules.push_back(DeviceCgroupRule{dev->type, dev->major, dev->minor, access});
+      r.device_rules.push_back(DeviceCgroupRule{dev->type, dev->major, dev->minor, std::move(access)});
     }
-    std::erase_if(r.devices, [&](const LinuxDevice& x) { return x.path == dev->path; });
-    r.devices.push_back(std::move(*dev));
+    if (*last_node.find(n.path) == i) r.devices.push_back(std::move(*dev));
   }
-  r.net_devices = merged.net_devices;
-  for (const auto& m : merged.mounts) {
-    auto it = std::find_if(r.mounts.begin(), r.mounts.end(),
-                           [&](const OciMount& x) { return x.destination == m.container_path; });
-    if (it != r.mounts.end()) r.mounts.erase(it);
-    r.mounts.push_back(OciMount{m.container_path, m.host_path, m.type, m.options});
+  for (const ContainerEdits* p : parts)
+    r.net_devices.insert(r.net_devices.end(), p->net_devices.begin(), p->net_devices.end());
+  // Mounts: unique by destination (later wins, at its position), then
+  // stable-sorted by depth, each depth computed once.
+  FlatIndex<std::string_view> last_mount(mounts.size());
+  for (size_t i = 0; i < mounts.size(); i++) {
+    bool fresh;
+    last_mount.find_or_add(mounts[i]->container_path, i, &fresh) = i;
   }
-  std::stable_sort(r.mounts.begin(), r.mounts.end(), [](const OciMount& a, const OciMount& b) {
-    return mount_depth(a.destination) < mount_depth(b.destination);
-  });
-  for (const auto& h : merged.hooks) {
-    auto& hooks = r.hooks;
-    if (h.hook_name == "prestart") hooks.prestart.push_back(to_oci(h));
-    else if (h.hook_name == "createRuntime") hooks.create_runtime.push_back(to_oci(h));
-    else if (h.hook_name == "createContainer") hooks.create_container.push_back(to_oci(h));
-    else if (h.hook_name == "startContainer") hooks.start_container.push_back(to_oci(h));
-    else if (h.hook_name == "poststart") hooks.poststart.push_back(to_oci(h));
-    else if (h.hook_name == "poststop") hooks.poststop.push_back(to_oci(h));
-    else return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
-  }
-  r.intel_rdt = merged.intel_rdt;
-  for (uint32_t g : merged.additional_gids) {
-    if (g == 0 || std::find(r.additional_gids.begin(), r.additional_gids.end(), g) != r.additional_gids.end())
-      continue;
-    r.additional_gids.push_back(g);
+  std::vector<std::pair<size_t, const Mount*>> by_depth;
+  by_depth.reserve(mounts.size());
+  for (size_t i = 0; i < mounts.size(); i++)
+    if (*last_mount.find(mounts[i]->container_path) == i)
+      by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
+  std::stable_sort(by_depth.begin(), by_depth.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  r.mounts.reserve(by_depth.size());
+  for (const auto& [_, m] : by_depth) r.mounts.push_back(OciMount{m->container_path, m->host_path, m->type, m->options});
+  std::unordered_set<uint32_t> gids;
+  for (const ContainerEdits* p : parts) {
+    for (const auto& h : p->hooks) {
+      auto& hooks = r.hooks;
+      if (h.hook_name == "prestart") hooks.prestart.push_back(to_oci(h));
+      else if (h.hook_name == "createRuntime") hooks.create_runtime.push_back(to_oci(h));
+      else if (h.hook_name == "createContainer") hooks.create_container.push_back(to_oci(h));
+      else if (h.hook_name == "startContainer") hooks.start_container.push_back(to_oci(h));
+      else if (h.hook_name == "poststart") hooks.poststart.push_back(to_oci(h));
+      else if (h.hook_name == "poststop") hooks.poststop.push_back(to_oci(h));
+      else return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
+    }
+    if (p->intel_rdt) r.intel_rdt = *p->intel_rdt;  // a later one replaces (ContainerEdits::append)
+    for (uint32_t g : p->additional_gids)
+      if (g != 0 && gids.insert(g).second) r.additional_gids.push_back(g);
   }
   return r;
 }
@@ -187,11 +229,67 @@ Result<json*> child(json& obj, const char* key, json::value_t type, std::string_
 }
 
 json hook_json(const OciHook& h) {
-  json j = {{"path", h.path}};
+  json j = json::object();
+  j["path"] = h.path;
   if (!h.args.empty()) j["args"] = h.args;
   if (!h.env.empty()) j["env"] = h.env;
   if (h.timeout) j["timeout"] = *h.timeout;
   return j;
+}
+
+// The string member `key` of an array entry: "" when the entry is not an
+// object or has no such member (json::value's default), nullopt when the
+// member is not a string (then it matches nothing).
+std::optional<std::string_view> member(const json& entry, const char* key) {
+  if (!entry.is_object()) return std::string_view();
+  auto it = entry.find(key);
+  if (it == entry.end()) return std::string_view();
+  if (!it->is_string()) return std::nullopt;
+  return std::string_view(it->get_ref<const std::string&>());
+}
+
+// Appends `added` to `arr`, each first removing the first entry (in array
+// order, earlier additions included) whose `key` equals its own; the
+// upstream editors' remove-then-append, in one pass with a hash index
+// instead of a scan of the array for every addition.
+void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::string, json>> added) {
+  std::vector<json> all;
+  all.reserve(arr.size() + added.size());
+  for (auto& e : arr) all.push_back(std::move(e));
+  const size_t total = all.size() + added.size();
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<bool> live(total, true);
+  // Live entries with the same key form a list in array order: the index
+  // holds its (first, last), next[] the links.
+  std::vector<size_t> next(total, kNone);
+  FlatIndex<std::string_view, std::pair<size_t, size_t>> at(total);
+  auto link = [&](std::string_view k, size_t pos) {
+    bool fresh;
+    auto& fl = at.find_or_add(k, {pos, pos}, &fresh);
+    if (fresh) return;
+    if (fl.first == kNone) fl.first = pos;
+    else next[fl.second] = pos;
+    fl.second = pos;
+  };
+  for (size_t i = 0; i < all.size(); i++)
+    if (auto k = member(all[i], key)) link(*k, i);
+  for (auto& [k, j] : added) {
+    bool fresh;
+    auto& fl = at.find_or_add(k, {kNone, kNone}, &fresh);
+    if (fl.first != kNone) {  // remove the first live entry with this key
+      live[fl.first] = false;
+      fl.first = next[fl.first];
+      if (fl.first == kNone) fl.second = kNone;
+    }
+    link(k, all.size());
+    all.push_back(std::move(j));
+  }
+  json out = json::array();
+  auto& v = out.get_ref<json::array_t&>();
+  v.reserve(all.size());
+  for (size_t i = 0; i < all.size(); i++)
+    if (live[i]) v.push_back(std::move(all[i]));
+  arr = std::move(out);
 }
 
 }  // namespace
@@ -207,34 +305,46 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     // A CDI value replaces a pre-existing entry with the same key (HEAD's
     // native editor, 951fcb4; released v1.x and v0.5.2 append instead, which
     // runc's last-wins de-duplication turns into the same result).
-    for (const auto& v : e.env) {
-      json& arr = **env;
-      std::optional<size_t> found;
-      for (size_t i = 0; i < arr.size(); i++)
-        if (arr[i].is_string() && env_key(arr[i].get_ref<const std::string&>()) == env_key(v)) found = i;
-      if (found) arr[*found] = v;
-      else arr.push_back(v);
+    json& arr = **env;
+    // key → the last index with it. Values are assigned after the pass,
+    // so the keys viewed in the array stay valid during it.
+    const size_t existing = arr.size();
+    FlatIndex<std::string_view> last(existing + e.env.size());
+    for (size_t i = 0; i < existing; i++) {
+      bool fresh;
+      if (arr[i].is_string()) last.find_or_add(env_key(arr[i].get_ref<const std::string&>()), i, &fresh) = i;
     }
+    std::vector<const std::string*> value(existing + e.env.size(), nullptr);
+    size_t end = existing;
+    for (const auto& v : e.env) {
+      bool fresh;
+      size_t& at = last.find_or_add(env_key(v), end, &fresh);
+      if (fresh) end++;
+      value[at] = &v;
+    }
+    for (size_t i = 0; i < existing; i++)
+      if (value[i]) arr[i] = *value[i];
+    for (size_t i = existing; i < end; i++) arr.push_back(*value[i]);
   }
   if (!e.devices.empty() || !e.device_rules.empty()) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
     auto devices = child(**lnx, "devices", vt::array, "linux");
     if (!devices) return Unexpected(devices.error());
+    std::vector<std::pair<std::string, json>> added;
+    added.reserve(e.devices.size());
     for (const auto& d : e.devices) {
-      json& arr = **devices;
-      for (size_t i = 0; i < arr.size(); i++) {
-        if (arr[i].is_object() && arr[i].value("path", "") == d.path) {
-          arr.erase(arr.begin() + static_cast<std::ptrdiff_t>(i));
-          break;
-        }
-      }
-      json j = {{"path", d.path}, {"type", d.type}, {"major", d.major}, {"minor", d.minor}};
+      json j = json::object();
+      j["path"] = d.path;
+      j["type"] = d.type;
+      j["major"] = d.major;
+      j["minor"] = d.minor;
       if (d.file_mode) j["fileMode"] = *d.file_mode;
       if (d.uid) j["uid"] = *d.uid;
       if (d.gid) j["gid"] = *d.gid;
-      arr.push_back(std::move(j));
+      added.emplace_back(d.path, std::move(j));
     }
+    replace_or_append(**devices, "path", std::move(added));
     if (!e.device_rules.empty()) {
       auto resources = child(**lnx, "resources", vt::object, "linux");
       if (!resources) return Unexpected(resources.error());
@@ -242,7 +352,11 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
       if (!rules) return Unexpected(rules.error());
       // Appended after any deny-all rule: later rules win in the device cgroup.
       for (const auto& r : e.device_rules) {
-        json j = {{"allow", true}, {"type", r.type}, {"major", r.major}, {"minor", r.minor}};
+        json j = json::object();
+        j["allow"] = true;
+        j["type"] = r.type;
+        j["major"] = r.major;
+        j["minor"] = r.minor;
         if (!r.access.empty()) j["access"] = r.access;
         (*rules)->push_back(std::move(j));
       }
@@ -259,27 +373,33 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     auto mounts = child(config, "mounts", vt::array, "");
     if (!mounts) return Unexpected(mounts.error());
     json& arr = **mounts;
+    std::vector<std::pair<std::string, json>> added;  // first match only is replaced, as upstream
+    added.reserve(e.mounts.size());
     for (const auto& m : e.mounts) {
-      for (size_t i = 0; i < arr.size(); i++) {
-        if (arr[i].is_object() && arr[i].value("destination", "") == m.destination) {
-          arr.erase(arr.begin() + static_cast<std::ptrdiff_t>(i));  // first match only, as upstream
-          break;
-        }
-      }
-      json j = {{"destination", m.destination}};
+      json j = json::object();
+      j["destination"] = m.destination;
       if (!m.type.empty()) j["type"] = m.type;
       if (!m.source.empty()) j["source"] = m.source;
       if (!m.options.empty()) j["options"] = m.options;
-      arr.push_back(std::move(j));
+      added.emplace_back(m.destination, std::move(j));
     }
+    replace_or_append(arr, "destination", std::move(added));
     // All mounts, pre-existing ones included, by depth only and stably
-    // (v1.0.0+, 7d4fb44; v0.5.2 also sorted by name, unstably).
-    std::vector<json> v(arr.begin(), arr.end());
-    std::stable_sort(v.begin(), v.end(), [](const json& a, const json& b) {
-      auto dest = [](const json& m) { return m.is_object() ? m.value("destination", "") : std::string(); };
-      return mount_depth(dest(a)) < mount_depth(dest(b));
-    });
-    arr = json(v);
+    // (v1.0.0+, 7d4fb44; v0.5.2 also sorted by name, unstably). Each depth is
+    // computed once, not in every comparison.
+    auto& v = arr.get_ref<json::array_t&>();
+    std::vector<std::pair<size_t, size_t>> order;  // (depth, index)
+    order.reserve(v.size());
+    for (size_t i = 0; i < v.size(); i++) {
+      auto d = member(v[i], "destination");
+      order.emplace_back(mount_depth(d ? *d : std::string_view()), i);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    json::array_t sorted;
+    sorted.reserve(v.size());
+    for (const auto& [_, i] : order) sorted.push_back(std::move(v[i]));
+    v = std::move(sorted);
   }
   if (!e.hooks.empty()) {
     auto hooks = child(config, "hooks", vt::object, "");

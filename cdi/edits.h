@@ -28,6 +28,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,10 @@ struct ResolvedEdits {
 // the process ids when those are > 0. Then normalises the lists as described
 // at the top of this file. Errors name the device path.
 Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
+                                    const HostLookup& lookup = lstat_host_device);
+// The same over edits given in merge order (as ContainerEdits::append would
+// concatenate them), without building the merged copy.
+Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts, const ProcessIds& ids,
                                     const HostLookup& lookup = lstat_host_device);
 
 // process.user.uid/gid of an OCI config (0 when absent).

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include "cdi/flat_index.h"
 #include "cdi/name.h"
 
 namespace podshim::cdi {
@@ -67,97 +70,258 @@ constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MAS
 
 }  // namespace
 
-Registry::Registry(RegistryOptions options) : options_(std::move(options)) {}
+struct Registry::FileState {
+  size_t prio = 0;
+  const std::string* name = nullptr;  // its key in DirState::files
+  std::string error;                      // load error or safety refusal
+  std::shared_ptr<const SpecFile> spec;   // null when not loaded
+  // kind=name of each device, in order; derived, not stored (a registry of
+  // DRA claims holds thousands).
+  std::vector<std::string> qualified() const {
+    std::vector<std::string> out;
+    if (!spec) return out;
+    out.reserve(spec->spec.devices.size());
+    for (const auto& d : spec->spec.devices) out.push_back(spec->spec.kind + "=" + d.name);
+    return out;
+  }
+};
+
+namespace {
+
+// Scan order of two files: directory priority, then name.
+template <typename F>
+bool scan_before(const F& a, const F& b) {
+  return a.prio != b.prio ? a.prio < b.prio : *a.name < *b.name;
+}
+
+}  // namespace
+
+Registry::Registry(RegistryOptions options) : options_(std::move(options)) {
+  dirs_.resize(options_.spec_dirs.size());
+}
 Registry::~Registry() = default;
 
-void Registry::refresh() {
-  std::vector<std::shared_ptr<const SpecFile>> specs;
-  std::map<std::string, DeviceEntry> devices;
-  std::vector<FileVerdict> verdicts;
-  std::map<std::string, size_t> verdict_of;
-  std::set<std::string> conflicts;
+std::string Registry::file_path(size_t prio, const std::string& name) const {
+  const std::string& dir = options_.spec_dirs[prio];
+  return (str::ends_with(dir, "/") ? dir : dir + "/") + name;
+}
 
-  for (size_t prio = 0; prio < options_.spec_dirs.size(); prio++) {
-    const std::string& dir = options_.spec_dirs[prio];
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-      if (errno == ENOENT) continue;  // a missing directory is not an error (upstream)
-      verdicts.push_back(FileVerdict{dir, false, {fmt::format("opening spec directory: {}", errno_string(errno))}});
-      continue;
-    }
-    UniqueFd dirfd(dfd);
-    auto names = list_dir(dfd);
-    if (!names) {
-      verdicts.push_back(FileVerdict{dir, false, {names.error().message}});
-      continue;
-    }
-    for (const auto& name : *names) {
-      auto format = format_for_path(name);
-      if (!format) continue;
-      struct stat st {};
-      if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-        continue;  // sub-directories are skipped, whatever their name
-      std::string path = (str::ends_with(dir, "/") ? dir : dir + "/") + name;
-      FileVerdict v{path, false, {}};
-      auto data = read_candidate(dfd, name, options_);
-      if (!data) {
-        v.errors.push_back(data.error().message);
-      } else if (auto spec = load_spec(*data, *format); !spec) {
-        v.errors.push_back(fmt::format("failed to load CDI spec: {}", spec.error().message));
-      } else {
-        auto kind = parse_kind(spec->kind);  // validated by load_spec
-        auto file = std::make_shared<SpecFile>(
-            SpecFile{path, static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
-        v.loaded = true;
-        for (size_t i = 0; i < file->spec.devices.size(); i++) {
-          std::string qn = file->spec.kind + "=" + file->spec.devices[i].name;
-          auto it = devices.find(qn);
-          if (it != devices.end() && it->second.spec->priority == file->priority) {
-            // Equal priority: neither wins (pkg/cdi Cache.refresh). As
-            // upstream, the name stays unresolvable even if a higher
-            // directory defines it again later in the scan.
-            std::string msg = fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn, path,
-                                          it->second.spec->path);
-            v.errors.push_back(msg);
-            verdicts[verdict_of.at(it->second.spec->path)].errors.push_back(msg);
-            conflicts.insert(qn);
-            continue;
-          }
-          devices[qn] = DeviceEntry{file, i};  // new or from a higher-priority directory
-        }
-        specs.push_back(std::move(file));
-      }
-      verdict_of[path] = verdicts.size();
-      verdicts.push_back(std::move(v));
+bool Registry::list_candidates(size_t prio, std::vector<std::string>* names) {
+  const std::string& dir = options_.spec_dirs[prio];
+  DirState& ds = dirs_[prio];
+  ds.error.clear();
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    // A missing directory is not an error (upstream).
+    if (errno != ENOENT) ds.error = fmt::format("opening spec directory: {}", errno_string(errno));
+    return false;
+  }
+  UniqueFd dirfd(dfd);
+  auto all = list_dir(dfd);
+  if (!all) {
+    ds.error = all.error().message;
+    return false;
+  }
+  for (auto& n : *all)
+    if (format_for_path(n)) names->push_back(std::move(n));
+  return true;
+}
+
+void Registry::update_file(size_t prio, const std::string& name) {
+  const std::string& dir = options_.spec_dirs[prio];
+  auto format = format_for_path(name);
+  int dfd = format ? ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dfd < 0) {
+    replace_file(prio, name, nullptr);
+    return;
+  }
+  UniqueFd dirfd(dfd);
+  struct stat st {};
+  if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ? S_ISDIR(st.st_mode) : errno == ENOENT) {
+    replace_file(prio, name, nullptr);  // gone, or a sub-directory (skipped, whatever its name)
+    return;
+  }
+  auto f = std::make_unique<FileState>();
+  f->prio = prio;
+  auto data = read_candidate(dfd, name, options_);
+  if (!data) {
+    f->error = data.error().message;
+  } else if (auto spec = load_spec(*data, *format); !spec) {
+    f->error = fmt::format("failed to load CDI spec: {}", spec.error().message);
+  } else {
+    auto kind = parse_kind(spec->kind);  // validated by load_spec
+    auto file = std::make_shared<SpecFile>(
+        SpecFile{file_path(prio, name), static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
+    f->spec = std::move(file);
+  }
+  replace_file(prio, name, std::move(f));
+}
+
+void Registry::replace_file(size_t prio, const std::string& name, std::unique_ptr<FileState> next) {
+  auto& files = dirs_[prio].files;
+  auto it = files.find(name);
+  std::vector<std::string> affected;
+  if (it != files.end()) {
+    FileState* old = it->second.get();
+    for (auto& qn : old->qualified()) {
+      auto& providers = names_[qn].providers;
+      std::erase_if(providers, [&](const Provider& p) { return p.file == old; });
+      affected.push_back(std::move(qn));
     }
   }
-  for (const auto& c : conflicts) devices.erase(c);
-  specs_ = std::move(specs);
-  devices_ = std::move(devices);
-  verdicts_ = std::move(verdicts);
+  FileState* added = next.get();
+  if (next) {
+    if (it == files.end()) it = files.emplace(name, nullptr).first;
+    next->name = &it->first;
+    it->second = std::move(next);
+  } else if (it != files.end()) {
+    files.erase(it);
+  }
+  if (added) {
+    auto qualified = added->qualified();
+    for (size_t i = 0; i < qualified.size(); i++) {
+      auto& providers = names_[qualified[i]].providers;
+      auto pos = std::upper_bound(providers.begin(), providers.end(), added,
+                                  [](const FileState* f, const Provider& p) { return scan_before(*f, *p.file); });
+      providers.insert(pos, Provider{added, i});
+      affected.push_back(std::move(qualified[i]));
+    }
+  }
+  for (const auto& qn : affected) recompute(qn);
+  views_stale_ = true;
+}
+
+// The scan's rules for one name, over its providers in scan order: a later
+// directory replaces an earlier one; a second definition at the same
+// priority is a conflict recorded on both files, and the name then stays
+// unresolvable even if a higher directory defines it again (pkg/cdi
+// Cache.refresh).
+template <typename F>
+int Registry::scan_rules(const NameState& ns, F&& each) {
+  int cur = -1;
+  bool conflicted = false;
+  for (size_t i = 0; i < ns.providers.size(); i++) {
+    const Provider& p = ns.providers[i];
+    if (cur >= 0 && ns.providers[cur].file->prio == p.file->prio) {
+      each(p.file, ns.providers[cur].file, p.index);
+      conflicted = true;
+      continue;
+    }
+    cur = static_cast<int>(i);
+  }
+  return conflicted ? -1 : cur;
+}
+
+void Registry::recompute(const std::string& qn) {
+  auto it = names_.find(qn);
+  if (it == names_.end()) return;
+  NameState& ns = it->second;
+  if (ns.providers.empty()) {
+    names_.erase(it);
+    return;
+  }
+  ns.winner = scan_rules(ns, [](const FileState*, const FileState*, size_t) {});
+}
+
+void Registry::build_views() const {
+  if (!views_stale_) return;
+  // Conflict messages land on both files, ordered as the scan records them:
+  // by the later file's scan position, then its device order.
+  struct Msg {
+    const FileState* later;
+    size_t index;
+    std::string text;
+  };
+  std::unordered_map<const FileState*, std::vector<Msg>> msgs;
+  for (const auto& [qn, ns] : names_) {
+    if (ns.providers.size() < 2) continue;
+    scan_rules(ns, [&](const FileState* later, const FileState* first, size_t index) {
+      std::string text = fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn,
+                                     later->spec->path, first->spec->path);
+      msgs[first].push_back({later, index, text});
+      msgs[later].push_back({later, index, std::move(text)});
+    });
+  }
+  verdicts_.clear();
+  specs_.clear();
+  for (size_t prio = 0; prio < dirs_.size(); prio++) {
+    const DirState& ds = dirs_[prio];
+    if (!ds.error.empty()) verdicts_.push_back(FileVerdict{options_.spec_dirs[prio], false, {ds.error}});
+    for (const auto& [name, f] : ds.files) {
+      FileVerdict v{f->spec ? f->spec->path : file_path(prio, name), f->spec != nullptr, {}};
+      if (!f->error.empty()) v.errors.push_back(f->error);
+      if (auto m = msgs.find(f.get()); m != msgs.end()) {
+        std::sort(m->second.begin(), m->second.end(), [](const Msg& a, const Msg& b) {
+          if (a.later != b.later) return scan_before(*a.later, *b.later);
+          return a.index < b.index;
+        });
+        for (auto& x : m->second) v.errors.push_back(std::move(x.text));
+      }
+      if (f->spec) specs_.push_back(f->spec);
+      verdicts_.push_back(std::move(v));
+    }
+  }
+  views_stale_ = false;
+}
+
+void Registry::refresh() {
+  dirs_.clear();
+  dirs_.resize(options_.spec_dirs.size());
+  names_.clear();
+  // Watches first, so that a change made while the scan runs is reported
+  // and read again later rather than missed. The directory jobs this
+  // queues are what the scan below does.
+  if (inotify_) add_watches();
+  for (size_t prio = 0; prio < options_.spec_dirs.size(); prio++) {
+    std::vector<std::string> names;
+    if (!list_candidates(prio, &names)) continue;
+    for (const auto& n : names) update_file(prio, n);
+  }
+  views_stale_ = true;
   generation_++;
+  queue_.clear();
+  queued_.clear();
+  signal_pending();
+}
+
+const std::vector<FileVerdict>& Registry::verdicts() const {
+  build_views();
+  return verdicts_;
+}
+
+const std::vector<std::shared_ptr<const SpecFile>>& Registry::specs() const {
+  build_views();
+  return specs_;
 }
 
 std::vector<std::string> Registry::devices() const {
   std::vector<std::string> out;
-  out.reserve(devices_.size());
-  for (const auto& [qn, _] : devices_) out.push_back(qn);
+  out.reserve(names_.size());
+  for (const auto& [qn, ns] : names_)
+    if (ns.winner >= 0) out.push_back(qn);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 std::map<std::string, std::vector<std::string>> Registry::errors() const {
   std::map<std::string, std::vector<std::string>> out;
-  for (const auto& v : verdicts_)
+  for (const auto& v : verdicts())
     if (!v.errors.empty()) out[v.path] = v.errors;
   return out;
 }
 
-Result<ContainerEdits> Registry::resolve(const std::vector<std::string>& names) const {
-  std::vector<std::string> wanted, unresolved;
-  for (const auto& n : names)
-    if (std::find(wanted.begin(), wanted.end(), n) == wanted.end()) wanted.push_back(n);
-  for (const auto& n : wanted) {
-    if (devices_.count(n)) continue;
+Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::vector<std::string>& names) const {
+  std::vector<const Provider*> found;
+  std::vector<std::string> unresolved;
+  FlatIndex<std::string_view, char> wanted(names.size());
+  found.reserve(names.size());
+  for (const auto& n : names) {
+    if (!wanted.insert(n)) continue;  // a duplicate request counts once
+    auto it = names_.find(n);
+    if (it != names_.end() && it->second.winner >= 0) {
+      found.push_back(&it->second.providers[it->second.winner]);
+      continue;
+    }
     auto q = parse_qualified_name(n);
     unresolved.push_back(q ? n : fmt::format("{} ({})", n, q.error().message));
   }
@@ -166,26 +330,54 @@ Result<ContainerEdits> Registry::resolve(const std::vector<std::string>& names) 
     for (const auto& u : unresolved) list += (list.empty() ? "" : ", ") + u;
     return fail(ENOENT, "unresolvable CDI devices {}", list);
   }
-  ContainerEdits merged;
-  std::set<const SpecFile*> seen;
-  for (const auto& n : wanted) {
-    const DeviceEntry& e = devices_.at(n);
-    if (seen.insert(e.spec.get()).second) merged.append(e.spec->spec.edits);
-    merged.append(e.spec->spec.devices[e.index].edits);
+  std::vector<const ContainerEdits*> parts;
+  parts.reserve(found.size() * 2);
+  FlatIndex<const SpecFile*, char> seen(found.size());
+  for (const Provider* p : found) {
+    const SpecFile* spec = p->file->spec.get();
+    if (seen.insert(spec)) parts.push_back(&spec->spec.edits);
+    parts.push_back(&spec->spec.devices[p->index].edits);
   }
+  return parts;
+}
+
+Result<ContainerEdits> Registry::resolve(const std::vector<std::string>& names) const {
+  auto parts = resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  ContainerEdits merged;
+  for (const ContainerEdits* e : *parts) merged.append(*e);
   return merged;
 }
 
+// ---------------------------------------------------------------------------
+// Live refresh.
+
 void Registry::add_watches() {
-  for (const auto& dir : options_.spec_dirs) {
-    if (::inotify_add_watch(inotify_.get(), dir.c_str(), kDirMask) >= 0) continue;
+  wd_dirs_.clear();
+  ancestor_wds_.clear();
+  for (size_t prio = 0; prio < options_.spec_dirs.size(); prio++) {
+    const std::string& dir = options_.spec_dirs[prio];
+    int wd = ::inotify_add_watch(inotify_.get(), dir.c_str(), kDirMask);
+    if (wd >= 0) {
+      wd_dirs_[wd].push_back(prio);
+      // A directory watched anew (created, or replaced by another) is
+      // listed again.
+      if (dirs_[prio].wd != wd) enqueue(prio, "");
+      dirs_[prio].wd = wd;
+      continue;
+    }
+    dirs_[prio].wd = -1;
     // Missing: watch the nearest existing ancestor for its creation, the way
     // upstream's watcher follows a spec directory that appears later.
     std::string p = clean_path(dir);
     while (p != "/" && p != ".") {
       size_t slash = p.rfind('/');
       p = slash == 0 ? "/" : p.substr(0, slash);
-      if (::inotify_add_watch(inotify_.get(), p.c_str(), kAncestorMask) >= 0) break;
+      int awd = ::inotify_add_watch(inotify_.get(), p.c_str(), kAncestorMask);
+      if (awd >= 0) {
+        ancestor_wds_.insert(awd);
+        break;
+      }
     }
   }
 }
@@ -195,19 +387,64 @@ Result<void> Registry::watch(const FdWatcher& register_fd) {
     int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) return fail_errno("inotify_init1");
     inotify_.reset(fd);
+    int ev = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ev < 0) return fail_errno("eventfd");
+    event_.reset(ev);
+    int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) return fail_errno("epoll_create1");
+    epoll_.reset(ep);
+    for (int f : {inotify_.get(), event_.get()}) {
+      struct epoll_event e {};
+      e.events = EPOLLIN;
+      e.data.fd = f;
+      if (::epoll_ctl(ep, EPOLL_CTL_ADD, f, &e) < 0) return fail_errno("epoll_ctl");
+    }
   }
-  add_watches();
-  refresh();
+  refresh();  // records the watches too
   if (register_fd) {
-    auto r = register_fd(inotify_.get(), [this] { (void)process_watch_events(); });
+    auto r = register_fd(epoll_.get(), [this] { (void)process_watch_events(); });
     if (!r) return wrap(r, "registering the CDI spec directory watch");
   }
   return {};
 }
 
+void Registry::enqueue(size_t prio, std::string name) {
+  if (!queued_.emplace(prio, name).second) return;
+  queue_.push_back(Job{prio, std::move(name)});
+}
+
+// Keeps the eventfd readable exactly while jobs are queued.
+void Registry::signal_pending() {
+  if (!event_) return;
+  bool want = !queue_.empty();
+  if (want == signalled_) return;
+  if (want) {
+    uint64_t one = 1;
+    if (::write(event_.get(), &one, sizeof one) == sizeof one) signalled_ = true;
+  } else {
+    uint64_t v;
+    (void)!::read(event_.get(), &v, sizeof v);
+    signalled_ = false;
+  }
+}
+
+void Registry::run_job(const Job& job) {
+  if (!job.name.empty()) {
+    update_file(job.prio, job.name);
+    return;
+  }
+  // Re-list the directory: every listed candidate and every file known
+  // from before becomes a job of its own.
+  add_watches();
+  std::vector<std::string> names;
+  list_candidates(job.prio, &names);
+  views_stale_ = true;  // the directory error may have changed
+  for (auto& n : names) enqueue(job.prio, std::move(n));
+  for (const auto& [n, _] : dirs_[job.prio].files) enqueue(job.prio, n);
+}
+
 bool Registry::process_watch_events() {
   if (!inotify_) return false;
-  bool relevant = false;
   alignas(struct inotify_event) char buf[16384];
   for (;;) {
     ssize_t n = ::read(inotify_.get(), buf, sizeof buf);
@@ -217,26 +454,51 @@ bool Registry::process_watch_events() {
       auto* ev = reinterpret_cast<struct inotify_event*>(p);
       p += sizeof(struct inotify_event) + ev->len;
       std::string_view name = ev->len ? std::string_view(ev->name) : std::string_view();
-      if (ev->mask & IN_Q_OVERFLOW) relevant = true;                     // lost events: rescan
-      else if (name.empty()) relevant = relevant || !(ev->mask & IN_IGNORED);  // the directory itself
-      else if ((ev->mask & IN_ISDIR) || format_for_path(name)) relevant = true;
+      if (ev->mask & IN_Q_OVERFLOW) {  // lost events: list every directory again
+        for (size_t prio = 0; prio < dirs_.size(); prio++) enqueue(prio, "");
+        continue;
+      }
+      if (ancestor_wds_.count(ev->wd)) {
+        // Something appeared on the way to a missing directory: watch again;
+        // a directory that now exists is queued by add_watches().
+        add_watches();
+      }
+      auto it = wd_dirs_.find(ev->wd);
+      if (it == wd_dirs_.end()) continue;
+      for (size_t prio : it->second) {
+        if (name.empty()) {
+          // The directory itself (removed, moved, chmod); IN_IGNORED alone
+          // follows a removal already reported.
+          if (!(ev->mask & IN_IGNORED)) enqueue(prio, "");
+        } else if (format_for_path(name)) {
+          enqueue(prio, std::string(name));
+        }
+      }
     }
   }
-  if (!relevant) return false;
-  add_watches();  // a directory may have appeared or been replaced
-  refresh();
-  return true;
+  bool ran = false;
+  if (!queue_.empty()) {
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.erase({job.prio, job.name});
+    run_job(job);
+    generation_++;
+    ran = true;
+  }
+  signal_pending();
+  return ran;
 }
 
 Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vector<std::string>& names,
                                       const ProcessIds& ids, const HostLookup& lookup) {
-  auto merged = registry.resolve(names);
-  if (!merged) return Unexpected(merged.error());
-  auto r = resolve_edits(*merged, ids, lookup);
+  auto parts = registry.resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  auto r = resolve_edits(*parts, ids, lookup);
   if (!r) return Unexpected(r.error().wrap("failed to inject CDI devices"));
+  FlatIndex<std::string_view, char> seen(names.size());
+  r->cdi_devices.reserve(names.size());
   for (const auto& n : names)
-    if (std::find(r->cdi_devices.begin(), r->cdi_devices.end(), n) == r->cdi_devices.end())
-      r->cdi_devices.push_back(n);
+    if (seen.insert(n)) r->cdi_devices.push_back(n);
   return r;
 }
 

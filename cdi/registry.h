@@ -19,11 +19,15 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/result.h"
@@ -74,30 +78,46 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Rescans every directory and replaces the registry's content. Never fails
-  // as a whole: per-file problems are in verdicts()/errors().
+  // Rescans every directory, re-reading every file, and replaces the
+  // registry's content. Never fails as a whole: per-file problems are in
+  // verdicts()/errors(). Drops queued live-refresh work (it is redundant).
   void refresh();
 
   // Starts live refresh: an inotify fd watching every spec directory (and
   // the parent of a missing one, so a directory created later is picked up).
-  // Events are coalesced: each readable callback drains the fd and refreshes
-  // once. Call after construction; refresh() is done here too.
+  // Call after construction; refresh() is done here too.
+  //
+  // A change re-reads only what inotify names: a spec file event re-reads
+  // that one file; only a directory's own events (created, replaced,
+  // removed, chmod) or a queue overflow re-list a directory, and then each of
+  // its files is re-read as a job of its own. Each readable callback drains
+  // the inotify fd into a de-duplicated queue and runs at most one job (one
+  // file's read and parse, or one directory listing), so a burst of changes
+  // never holds the event loop for longer than one file's parse. While jobs
+  // remain the registered fd stays readable (an epoll fd holding the inotify
+  // fd and an eventfd), so the loop calls back on its next iteration.
   Result<void> watch(const FdWatcher& register_fd);
-  // The inotify fd (-1 before watch()); for tests and for loops that poll.
-  int watch_fd() const { return inotify_.get(); }
-  // Drains pending inotify events; refreshes if any concerned a spec file
-  // or a directory. Returns whether a refresh happened.
+  // The fd registered with the event loop (-1 before watch()); readable
+  // while inotify has events or jobs are queued. For tests and loops that poll.
+  int watch_fd() const { return epoll_.get(); }
+  // Drains pending inotify events into the queue and runs at most one job.
+  // Returns whether a job ran.
   bool process_watch_events();
+  // Jobs queued by process_watch_events() and not yet run.
+  size_t pending_jobs() const { return queue_.size(); }
 
   // Sorted qualified names of every resolvable device.
   std::vector<std::string> devices() const;
-  // One verdict per candidate file of the last scan, in scan order.
-  const std::vector<FileVerdict>& verdicts() const { return verdicts_; }
+  // One verdict per candidate file (and per unreadable directory), in scan
+  // order: directories by priority, files in lexical order.
+  const std::vector<FileVerdict>& verdicts() const;
   // path → errors, for files with at least one error.
   std::map<std::string, std::vector<std::string>> errors() const;
-  const std::vector<std::shared_ptr<const SpecFile>>& specs() const { return specs_; }
+  // Every loaded spec file, in scan order.
+  const std::vector<std::shared_ptr<const SpecFile>>& specs() const;
   const RegistryOptions& options() const { return options_; }
-  // Number of refreshes so far (tests of live refresh).
+  // Number of content updates so far: one per refresh() and one per live
+  // refresh job (tests of live refresh).
   uint64_t generation() const { return generation_; }
 
   // Looks up devices and merges their edits in request order: each spec's
@@ -106,19 +126,67 @@ class Registry {
   // If any name is unresolvable nothing is merged and the error lists the
   // unresolvable names (ENOENT).
   Result<ContainerEdits> resolve(const std::vector<std::string>& names) const;
+  // The same without the merged copy: the edits in merge order, pointing
+  // into the registry (valid until its content next changes).
+  Result<std::vector<const ContainerEdits*>> resolve_parts(const std::vector<std::string>& names) const;
 
  private:
-  struct DeviceEntry {
-    std::shared_ptr<const SpecFile> spec;
-    size_t index;  // in spec->spec.devices
+  struct FileState;
+  struct Provider {
+    FileState* file;
+    size_t index;  // in file->spec->spec.devices
   };
+  // Every file defining a qualified name, in scan order; the winner and the
+  // conflicts are derived from them with the scan's rules (conflicts only
+  // when verdicts are built).
+  struct NameState {
+    std::vector<Provider> providers;
+    int winner = -1;  // index in providers; -1: unresolvable (conflict)
+  };
+  // Calls each(later, first, index in later) for every conflict of `ns`;
+  // returns the winner's index, or -1.
+  template <typename F>
+  static int scan_rules(const NameState& ns, F&& each);
+  struct DirState {
+    std::string error;  // the directory could not be opened or listed
+    int wd = -1;        // its inotify watch
+    std::map<std::string, std::unique_ptr<FileState>> files;  // by name: scan order
+  };
+  struct Job {
+    size_t prio;
+    std::string name;  // empty: re-list the directory
+  };
+
+  std::string file_path(size_t prio, const std::string& name) const;
+  // Re-reads one candidate and updates the index; removes it when it is
+  // gone or no longer a candidate.
+  void update_file(size_t prio, const std::string& name);
+  // Lists a directory's candidate names (spec extensions, lexical order) and
+  // records or clears its directory error. False when it is missing or
+  // unreadable.
+  bool list_candidates(size_t prio, std::vector<std::string>* names);
+  void replace_file(size_t prio, const std::string& name, std::unique_ptr<FileState> next);
+  void recompute(const std::string& qn);
+  void enqueue(size_t prio, std::string name);
+  void run_job(const Job& job);
   void add_watches();
+  void signal_pending();
 
   RegistryOptions options_;
-  std::vector<std::shared_ptr<const SpecFile>> specs_;
-  std::map<std::string, DeviceEntry> devices_;
-  std::vector<FileVerdict> verdicts_;
-  UniqueFd inotify_;
+  std::vector<DirState> dirs_;
+  std::unordered_map<std::string, NameState> names_;
+  // Built on demand from the state above.
+  mutable bool views_stale_ = true;
+  mutable std::vector<FileVerdict> verdicts_;
+  mutable std::vector<std::shared_ptr<const SpecFile>> specs_;
+  void build_views() const;
+
+  UniqueFd inotify_, epoll_, event_;
+  std::unordered_map<int, std::vector<size_t>> wd_dirs_;  // watch → directories (by priority)
+  std::unordered_set<int> ancestor_wds_;
+  std::deque<Job> queue_;
+  std::set<std::pair<size_t, std::string>> queued_;
+  bool signalled_ = false;
   uint64_t generation_ = 0;
 };
 

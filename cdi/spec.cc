@@ -1,11 +1,12 @@
 #include "cdi/spec.h"
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "base/str.h"
 #include "cdi/name.h"
@@ -100,6 +101,15 @@ bool looks_like_yaml_float(std::string_view s) {
 }
 
 json resolve_plain_scalar(const std::string& s) {
+  // Most plain scalars in a spec are paths and names: a first character no
+  // null, bool, number or float form starts with makes it a string.
+  if (!s.empty()) {
+    char c = s.front();
+    bool maybe = (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == '~' || c == 'n' ||
+                 c == 'N' || c == 'y' || c == 'Y' || c == 'o' || c == 'O' || c == 't' || c == 'T' ||
+                 c == 'f' || c == 'F' || c == '_';
+    if (!maybe) return s;
+  }
   static const std::set<std::string_view> nulls = {"", "~", "null", "Null", "NULL"};
   static const std::set<std::string_view> trues = {"y", "Y", "yes", "Yes", "YES", "on", "On",
                                                    "ON", "true", "True", "TRUE"};
@@ -116,53 +126,168 @@ json resolve_plain_scalar(const std::string& s) {
   return s;
 }
 
-struct YamlConverter {
-  size_t nodes = 0;
-
-  json convert(const YAML::Node& n, const std::string& path, int depth) {
-    if (++nodes > kMaxNodes) error_at(path, "document too large (alias expansion?)");
-    if (depth > kMaxDepth) error_at(path, "nesting too deep");
-    switch (n.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return nullptr;
-      case YAML::NodeType::Scalar: {
-        const std::string& tag = n.Tag();
-        if (tag == "!" || tag == "tag:yaml.org,2002:str") return n.Scalar();
-        if (tag == "?" || tag.empty()) return resolve_plain_scalar(n.Scalar());
-        if (tag == "tag:yaml.org,2002:int") {
-          if (auto i = resolve_yaml_int(n.Scalar())) return *i;
-          error_at(path, fmt::format("invalid !!int value \"{}\"", n.Scalar()));
-        }
-        if (tag == "tag:yaml.org,2002:null") return nullptr;
-        if (tag == "tag:yaml.org,2002:bool") return resolve_plain_scalar(n.Scalar());
-        error_at(path, fmt::format("unsupported YAML tag \"{}\"", tag));
-      }
-      case YAML::NodeType::Sequence: {
-        json out = json::array();
-        size_t i = 0;
-        for (const auto& e : n) out.push_back(convert(e, fmt::format("{}[{}]", path, i++), depth + 1));
-        return out;
-      }
-      case YAML::NodeType::Map: {
-        json out = json::object();
-        for (const auto& kv : n) {
-          if (!kv.first.IsScalar()) error_at(path, "mapping key is not a scalar");
-          const std::string& key = kv.first.Scalar();
-          std::string sub = path.empty() ? key : path + "." + key;
-          if (out.contains(key)) error_at(path, fmt::format("duplicate key \"{}\"", key));
-          out[key] = convert(kv.second, sub, depth + 1);
-        }
-        return out;
-      }
-    }
-    error_at(path, "unexpected YAML node");
+// Builds the JSON tree from libyaml's event stream (libyaml is the C
+// parser go-yaml v2 was ported from, so its reading of a file is upstream's).
+// Anchors keep their converted value and size; an alias adds that size to
+// the node count, so expansion is bounded before anything is copied.
+class YamlConverter {
+ public:
+  explicit YamlConverter(std::string_view data) {
+    if (!yaml_parser_initialize(&parser_)) throw ParseError("malformed YAML: out of memory");
+    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(data.data()), data.size());
   }
+  ~YamlConverter() {
+    if (have_event_) yaml_event_delete(&event_);
+    yaml_parser_delete(&parser_);
+  }
+  YamlConverter(const YamlConverter&) = delete;
+  YamlConverter& operator=(const YamlConverter&) = delete;
+
+  json document() {
+    expect(next(), YAML_STREAM_START_EVENT);
+    if (next() == YAML_STREAM_END_EVENT) return nullptr;  // an empty file
+    expect(type(), YAML_DOCUMENT_START_EVENT);
+    next();
+    json root = node(Where{}, 0);
+    expect(next(), YAML_DOCUMENT_END_EVENT);
+    if (next() != YAML_STREAM_END_EVENT) throw ParseError("more than one YAML document in a spec file");
+    return root;
+  }
+
+ private:
+  // Where a node is, rendered only for an error message: building the path
+  // string of every node was a fifth of the load time.
+  struct Where {
+    const Where* parent = nullptr;
+    std::string_view key;  // a mapping key, or
+    size_t index = 0;      // a sequence index when key is empty and parent set
+    std::string str() const {
+      if (!parent) return "";
+      std::string p = parent->str();
+      if (!key.empty()) return p.empty() ? std::string(key) : p + "." + std::string(key);
+      return fmt::format("{}[{}]", p, index);
+    }
+  };
+
+  struct Anchor {
+    json value;
+    size_t nodes;
+    std::optional<std::string> raw;  // a scalar's text, for use as a key
+  };
+
+  yaml_event_type_t type() const { return event_.type; }
+
+  yaml_event_type_t next() {
+    if (have_event_) yaml_event_delete(&event_);
+    have_event_ = false;
+    if (!yaml_parser_parse(&parser_, &event_)) {
+      std::string where = fmt::format("line {}, column {}", parser_.problem_mark.line + 1,
+                                      parser_.problem_mark.column + 1);
+      std::string what = parser_.problem ? parser_.problem : "parse error";
+      if (parser_.context) what = std::string(parser_.context) + ": " + what;
+      throw ParseError(fmt::format("malformed YAML: {}: {}", where, what));
+    }
+    have_event_ = true;
+    return event_.type;
+  }
+
+  void expect(yaml_event_type_t got, yaml_event_type_t want) {
+    if (got != want) throw ParseError("malformed YAML: unexpected event");
+  }
+
+  void count(const Where& path, size_t n = 1) {
+    nodes_ += n;
+    if (nodes_ > kMaxNodes) error_at(path.str(), "document too large (alias expansion?)");
+  }
+
+  static std::string anchor_name(const yaml_char_t* a) { return a ? reinterpret_cast<const char*>(a) : ""; }
+
+  json scalar(const Where& path) {
+    const auto& sc = event_.data.scalar;
+    std::string value(reinterpret_cast<const char*>(sc.value), sc.length);
+    std::string_view tag = sc.tag ? reinterpret_cast<const char*>(sc.tag) : "";
+    if (tag.empty()) {
+      // Untagged: a plain scalar is resolved (YAML 1.1), any other style
+      // (quoted, literal, folded) is a string.
+      if (sc.style == YAML_PLAIN_SCALAR_STYLE) return resolve_plain_scalar(value);
+      return value;
+    }
+    if (tag == "!" || tag == "tag:yaml.org,2002:str") return value;
+    if (tag == "tag:yaml.org,2002:int") {
+      if (auto i = resolve_yaml_int(value)) return *i;
+      error_at(path.str(), fmt::format("invalid !!int value \"{}\"", value));
+    }
+    if (tag == "tag:yaml.org,2002:null") return nullptr;
+    if (tag == "tag:yaml.org,2002:bool") return resolve_plain_scalar(value);
+    error_at(path.str(), fmt::format("unsupported YAML tag \"{}\"", tag));
+  }
+
+  // Converts the node that starts at the current event (consumed up to its
+  // last event).
+  json node(const Where& path, int depth, std::optional<std::string>* raw = nullptr) {
+    if (depth > kMaxDepth) error_at(path.str(), "nesting too deep");
+    switch (type()) {
+      case YAML_ALIAS_EVENT: {
+        auto it = anchors_.find(anchor_name(event_.data.alias.anchor));
+        if (it == anchors_.end())
+          error_at(path.str(), fmt::format("unknown anchor \"{}\"", anchor_name(event_.data.alias.anchor)));
+        count(path, it->second.nodes);
+        if (raw) *raw = it->second.raw;
+        return it->second.value;
+      }
+      case YAML_SCALAR_EVENT: {
+        count(path);
+        std::string anchor = anchor_name(event_.data.scalar.anchor);
+        std::string text(reinterpret_cast<const char*>(event_.data.scalar.value), event_.data.scalar.length);
+        json v = scalar(path);
+        if (!anchor.empty()) anchors_[anchor] = Anchor{v, 1, text};
+        if (raw) *raw = std::move(text);
+        return v;
+      }
+      case YAML_SEQUENCE_START_EVENT: {
+        count(path);
+        size_t start = nodes_;
+        std::string anchor = anchor_name(event_.data.sequence_start.anchor);
+        json out = json::array();
+        for (size_t i = 0; next() != YAML_SEQUENCE_END_EVENT; i++)
+          out.push_back(node(Where{&path, {}, i}, depth + 1));
+        if (!anchor.empty()) anchors_[anchor] = Anchor{out, nodes_ - start + 1, std::nullopt};
+        return out;
+      }
+      case YAML_MAPPING_START_EVENT: {
+        count(path);
+        size_t start = nodes_;
+        std::string anchor = anchor_name(event_.data.mapping_start.anchor);
+        json out = json::object();
+        while (next() != YAML_MAPPING_END_EVENT) {
+          std::optional<std::string> key;
+          bool scalar_key = type() == YAML_SCALAR_EVENT || type() == YAML_ALIAS_EVENT;
+          if (scalar_key) (void)node(path, depth + 1, &key);
+          if (!key) error_at(path.str(), "mapping key is not a scalar");
+          if (out.contains(*key)) error_at(path.str(), fmt::format("duplicate key \"{}\"", *key));
+          next();
+          json v = node(Where{&path, *key, 0}, depth + 1);
+          out[*key] = std::move(v);
+        }
+        if (!anchor.empty()) anchors_[anchor] = Anchor{out, nodes_ - start + 1, std::nullopt};
+        return out;
+      }
+      default:
+        error_at(path.str(), "unexpected YAML node");
+    }
+  }
+
+  yaml_parser_t parser_{};
+  yaml_event_t event_{};
+  bool have_event_ = false;
+  size_t nodes_ = 0;
+  std::unordered_map<std::string, Anchor> anchors_;
 };
 
 // True when a document marker ("---" at column 0) follows content: a second
-// YAML document. Found by scanning instead of YAML::LoadAll, which loops
-// forever on some malformed input in yaml-cpp 0.7 (found by tests/fuzz/cdi_fuzz).
+// YAML document. A scan before parsing, so that a second document is refused
+// whatever the first one holds (yaml-cpp 0.7's LoadAll, used before libyaml,
+// looped forever on some malformed input; found by tests/fuzz/cdi_fuzz).
 bool has_second_document(std::string_view data) {
   bool content = false;
   for (std::string_view line : str::split(data, '\n')) {
@@ -182,9 +307,8 @@ bool has_second_document(std::string_view data) {
 
 json yaml_to_json(std::string_view data) {
   if (has_second_document(data)) throw ParseError("more than one YAML document in a spec file");
-  YAML::Node doc = YAML::Load(std::string(data));
-  YamlConverter c;
-  return c.convert(doc, "", 0);
+  YamlConverter c(data);
+  return c.document();
 }
 
 // Strict JSON: nlohmann keeps the last of duplicate keys silently, so the
@@ -486,8 +610,6 @@ Result<Spec> parse_spec(std::string_view data, Format format) {
     return fail(EINVAL, "invalid CDI spec: {}", e.what());
   } catch (const json::exception& e) {
     return fail(EINVAL, "invalid CDI spec: malformed JSON: {}", e.what());
-  } catch (const YAML::Exception& e) {
-    return fail(EINVAL, "invalid CDI spec: malformed YAML: {}", e.what());
   } catch (const std::exception& e) {
     return fail(EINVAL, "invalid CDI spec: {}", e.what());
   }

@@ -4,11 +4,13 @@
 // Parsing is strict in the way upstream's yaml.UnmarshalStrict is: an unknown
 // field at any level, a duplicate key or a value of the wrong type is an error
 // naming the field path ("devices[0].containerEdits.mounts[1]: unknown field
-// \"foo\""). Exceptions from nlohmann::json and yaml-cpp are caught here.
+// \"foo\""). Exceptions from nlohmann::json are caught here; YAML is read
+// with libyaml.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +55,34 @@ struct IntelRdt {  // cdiVersion 0.7.0; schemata and enableMonitoring 1.1.0
   bool enable_monitoring = false;
 };
 
+// An optional value kept on the heap: a pointer's size when absent, for
+// rarely-set fields of structs a registry holds thousands of (intelRdt is
+// 136 bytes, in every ContainerEdits). Copies are deep; otherwise it reads
+// like std::optional.
+template <typename T>
+class Boxed {
+ public:
+  Boxed() = default;
+  Boxed(std::nullopt_t) {}
+  Boxed(T v) : p_(std::make_unique<T>(std::move(v))) {}
+  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  explicit operator bool() const { return p_ != nullptr; }
+  bool has_value() const { return p_ != nullptr; }
+  T& operator*() { return *p_; }
+  const T& operator*() const { return *p_; }
+  T* operator->() { return p_.get(); }
+  const T* operator->() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 struct NetDevice {  // cdiVersion 1.1.0
   std::string host_interface_name;
   std::string name;
@@ -64,7 +94,7 @@ struct ContainerEdits {
   std::vector<NetDevice> net_devices;
   std::vector<Hook> hooks;
   std::vector<Mount> mounts;
-  std::optional<IntelRdt> intel_rdt;
+  Boxed<IntelRdt> intel_rdt;
   std::vector<uint32_t> additional_gids;
 
   bool empty() const;

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
+#include <span>
 
 #include "cdi/edits.h"
 #include "cdi/registry.h"
@@ -244,6 +246,101 @@ devices:
   auto n = resolve_devices(reg, {"vendor.com/gpu=g0", "vendor.com/gpu=g0"}, {}, lstat_host_device);
   ASSERT_TRUE(n);
   EXPECT_EQ(n->cdi_devices, std::vector<std::string>{"vendor.com/gpu=g0"});
+}
+
+// The one-pass de-duplication (hash index) against the plain quadratic
+// reading of the same rules, on random lists with many repeated keys, both
+// in the edits and in the config they are applied to.
+TEST(CdiEdits, DeDuplicationMatchesTheQuadraticRules) {
+  uint32_t seed = 7;
+  auto rnd = [&](uint32_t n) {
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) % n;
+  };
+  for (int round = 0; round < 200; round++) {
+    SCOPED_TRACE(round);
+    ContainerEdits a, b;
+    for (int i = 0; i < 12; i++) {
+      ContainerEdits& e = rnd(2) ? a : b;
+      e.env.push_back(fmt::format("K{}=v{}", rnd(5), i));
+      DeviceNode n = node(fmt::format("/dev/n{}", rnd(5)), "c", 1, i);
+      n.file_mode = 0600;
+      e.device_nodes.push_back(n);
+      e.mounts.push_back(Mount{"/h" + std::to_string(i), fmt::format("/m{}{}", rnd(4), rnd(2) ? "/x" : ""), {}, ""});
+      e.additional_gids.push_back(rnd(4));
+    }
+    // Reference: the rules read literally, on the merged lists.
+    ContainerEdits merged = a;
+    merged.append(b);
+    std::vector<std::string> want_env;
+    for (const auto& e : merged.env) {
+      auto key = e.substr(0, e.find('='));
+      auto it = std::find_if(want_env.begin(), want_env.end(), [&](const std::string& x) { return x.substr(0, x.find('=')) == key; });
+      if (it != want_env.end()) *it = e;
+      else want_env.push_back(e);
+    }
+    std::vector<std::string> want_dev;
+    for (const auto& n : merged.device_nodes) {
+      std::erase(want_dev, n.path);
+      want_dev.push_back(n.path);
+    }
+    std::vector<std::string> want_mounts;
+    for (const auto& m : merged.mounts) {
+      std::erase(want_mounts, m.container_path);
+      want_mounts.push_back(m.container_path);
+    }
+    std::stable_sort(want_mounts.begin(), want_mounts.end(), [](const std::string& x, const std::string& y) {
+      return std::count(x.begin(), x.end(), '/') < std::count(y.begin(), y.end(), '/');
+    });
+    const ContainerEdits* parts[] = {&a, &b};
+    auto r = resolve_edits(std::span<const ContainerEdits* const>(parts, 2), {}, fake_host({}));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->env, want_env);
+    std::vector<std::string> got_dev, got_mounts;
+    for (const auto& d : r->devices) got_dev.push_back(d.path);
+    for (const auto& m : r->mounts) got_mounts.push_back(m.destination);
+    EXPECT_EQ(got_dev, want_dev);
+    EXPECT_EQ(got_mounts, want_mounts);
+    EXPECT_EQ(r->device_rules.size(), merged.device_nodes.size());  // duplicates kept
+
+    // The OCI back end on a config that already has repeated keys: each
+    // added entry removes the first existing one with its key.
+    json config = json::parse(R"({"process":{"env":["K1=old","K1=old2","Z=1"]},
+      "linux":{"devices":[{"path":"/dev/n1","type":"c","major":9,"minor":9},{"path":"/dev/n1","type":"c","major":9,"minor":8},{"path":7}]},
+      "mounts":[{"destination":"/m1"},{"destination":"/m1"},{"destination":"/proc"}]})");
+    json want = config;
+    for (const auto& v : r->env) {
+      json& arr = want["process"]["env"];
+      std::optional<size_t> found;
+      for (size_t i = 0; i < arr.size(); i++)
+        if (arr[i].get<std::string>().substr(0, arr[i].get<std::string>().find('=')) == v.substr(0, v.find('='))) found = i;
+      if (found) arr[*found] = v;
+      else arr.push_back(v);
+    }
+    for (const auto& d : r->devices) {
+      json& arr = want["linux"]["devices"];
+      for (size_t i = 0; i < arr.size(); i++)
+        if (arr[i]["path"].is_string() && arr[i]["path"] == d.path) {
+          arr.erase(arr.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+      arr.push_back(json{{"path", d.path}, {"type", d.type}, {"major", d.major}, {"minor", d.minor}, {"fileMode", 0600}});
+    }
+    ASSERT_TRUE(apply_to_oci(*r, config));
+    EXPECT_EQ(config["process"]["env"], want["process"]["env"]);
+    EXPECT_EQ(config["linux"]["devices"], want["linux"]["devices"]);
+    std::vector<std::string> mounts;
+    for (const auto& m : config["mounts"]) mounts.push_back(m["destination"]);
+    std::vector<std::string> want_all = {"/m1", "/m1", "/proc"};
+    for (const auto& m : r->mounts) {
+      if (auto it = std::find(want_all.begin(), want_all.end(), m.destination); it != want_all.end()) want_all.erase(it);
+      want_all.push_back(m.destination);
+    }
+    std::stable_sort(want_all.begin(), want_all.end(), [](const std::string& x, const std::string& y) {
+      return std::count(x.begin(), x.end(), '/') < std::count(y.begin(), y.end(), '/');
+    });
+    EXPECT_EQ(mounts, want_all);
+  }
 }
 
 }  // namespace
