@@ -278,7 +278,8 @@ int run(Daemon& d) {
   if (d.cfg.nri_enabled) {
 #ifdef PODSHIM_WITH_NRI
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
-    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics);
+    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
+                                      engine_act->formulas());
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -297,6 +298,9 @@ int run(Daemon& d) {
   deps.resize = d.resize.get();
   deps.metrics = &d.metrics;
   deps.ready = [&d] { return d.ready; };
+  if (auto* ea = dynamic_cast<core::EngineActuator*>(d.actuator.get()); ea && ea->formulas()) {
+    deps.before_metrics = [&d, f = ea->formulas()] { core::export_weight_formulas(d.metrics, *f); };
+  }
   auto server = status::Server::start(d.loop, std::move(*so), deps);
   if (!server) {
     log::err("Starting the status socket failed: {}", server.error().message);
