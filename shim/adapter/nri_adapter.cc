@@ -117,7 +117,15 @@ Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
       if (known && !known->actual) unread.emplace_back(c.id(), 0);
     }
   }
-  for (const auto& [id, shares] : unread) read_back_container(id, shares);
+  if (!unread.empty()) {
+    auto work = [this, unread = std::move(unread)] {
+      for (const auto& [id, shares] : unread) read_back_container(id, shares);
+    };
+    if (opts_.defer)
+      opts_.defer(std::move(work));
+    else
+      work();
+  }
   // What the runtime no longer has went away while podshim was not looking.
   size_t dropped = 0;
   for (const auto& c : store_.containers()) {

@@ -29,6 +29,10 @@ struct AdapterOptions {
   // When set (weight_formula: auto), the formula comes from here, and the
   // handlers feed it the (shares, cpu.weight) pairs they see per runtime.
   std::shared_ptr<cgroup::WeightFormulaTracker> formulas;
+  // Runs work after the current event has been answered (the daemon's
+  // loop); null runs it at once. Keeps cgroup read-backs out of the
+  // runtime's 2 s Synchronize budget.
+  std::function<void(std::function<void()>)> defer;
   // A pre-installed plugin's configuration arrives in Configure's `config`
   // (the conf.d drop-in); an error here fails Configure.
   std::function<Result<void>(const std::string& config)> on_config;

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers as P  # noqa: E402
 
@@ -178,6 +179,13 @@ def main():
         st = P.podshimctl(a.podshimctl, d.sock, "status")
         if st.get("containers") != a.containers or st.get("pods") != a.pods:
             P.fail(f"podshimctl status after run 1: {st} (want {a.pods} pods, {a.containers} containers)")
+        # weight_formula: auto reports per runtime; the harness's containers
+        # have no cgroup files, so there is no evidence and the fallback shows.
+        want_rt = f"{m.group(1)} {m.group(2)}"
+        cur = [f for f in st.get("weightFormulas", []) if f.get("current")]
+        if not cur or cur[0].get("runtime") != want_rt or cur[0].get("source") != "fallback":
+            P.fail(f"podshimctl status weightFormulas: {st.get('weightFormulas')} (want {want_rt}, fallback)")
+        print(f"status: cpu.weight formula {cur[0]['formula']} ({cur[0]['source']}, {cur[0]['runtime']})")
 
         # ---- runtime restart: the runtime is gone; podshimd stays up and retries.
         if not d.alive():
