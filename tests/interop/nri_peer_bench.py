@@ -70,6 +70,12 @@ def one_run(side, version, harness, null, podshimd, rounds, pods, containers):
         rc = h.wait(600)
         objs = h.objects()
         res = (P.first(objs, "Result") or {}).get("Result") or {}
+        probs = res.get("problems") or []
+        if rc != 0 and any("Synchronize failed: context deadline exceeded" in x for x in probs):
+            # The plugin took longer than the runtime's 2 s request timeout to
+            # answer Synchronize; the runtime dropped it. Counted, and the
+            # run is repeated (a loaded machine does this now and then).
+            return None
         if rc != 0 or not res.get("ok"):
             P.fail(f"{side} run at {version} failed (harness exit {rc}): {res}\n{h.stderr()[-3000:]}"
                    + (f"\n{d.log()[-2000:]}" if d else ""))
@@ -127,15 +133,24 @@ def main():
         null = P.nri_bin(a.peers, a.cache, v, "nri-null")
         n = containers_for(v)
         runs = {"podshimd": [], "null": []}
+        timeouts = {"podshimd": 0, "null": 0}
         for i in range(a.pairs):
             order = ("podshimd", "null") if i % 2 == 0 else ("null", "podshimd")
             for side in order:
-                r = one_run(side, v, harness, null, a.podshimd, a.rounds, 100, n)
+                for _ in range(3):
+                    r = one_run(side, v, harness, null, a.podshimd, a.rounds, 100, n)
+                    if r:
+                        break
+                    timeouts[side] += 1
+                    print(f"  {v} pair {i + 1} {side:8}: Synchronize over the runtime's 2 s, plugin dropped; "
+                          "repeating the run", flush=True)
+                else:
+                    P.fail(f"{side} at {v}: Synchronize timed out 3 times in a row")
                 runs[side].append(r)
                 print(f"  {v} pair {i + 1} {side:8}: sync {r['sync_ms']:.0f} ms, VmHWM {r['hwm_kb'] / 1024:.1f} MiB, "
                       + ", ".join(f"{op} {r['ops'][op]['median_us']:.0f}/{r['ops'][op]['p99_us']:.0f} us "
                                   f"cpu {r['ops'][op]['cpu_us']:.0f}" for op in OPS), flush=True)
-        results[v] = {"containers": n, "runs": runs}
+        results[v] = {"containers": n, "runs": runs, "sync_timeouts": timeouts}
 
     if a.json:
         with open(a.json, "w") as f:
@@ -160,6 +175,8 @@ def main():
             row(f"{op} cpu us/call", lambda e, op=op: e["ops"][op]["cpu_us"])
         row("VmHWM after sync MiB", lambda e: e["hwm_kb"] / 1024)
         row("sync ms", lambda e: e["sync_ms"])
+        t = r["sync_timeouts"]
+        print(f"{v:8} {r['containers']:>5} {'sync over 2 s (runs)':27} {t['podshimd']:>10} {t['null']:>10} {'':>6}")
     return 0
 
 
