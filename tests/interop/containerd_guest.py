@@ -120,8 +120,12 @@ class Podshimd:
         os.makedirs(self.state, exist_ok=True)
         os.makedirs(f"{WORK}/cdi", exist_ok=True)
         with open(self.config, "w") as f:
-            # weight_formula stays at its default (auto): the point of item 4.
+            # weight_formula stays at its default (auto) unless
+            # PODSHIM_INTEROP_WEIGHT_FORMULA says otherwise (to watch the
+            # actual-CPU checks fail with the wrong fixed formula).
             f.write(f"log_level: info\ncdi:\n  spec_dirs: [{WORK}/cdi]\n")
+            if os.environ.get("PODSHIM_INTEROP_WEIGHT_FORMULA"):
+                f.write(f"cgroup:\n  weight_formula: {os.environ['PODSHIM_INTEROP_WEIGHT_FORMULA']}\n")
         self.args = ["--config", self.config, "--socket", self.sock, "--state-dir", self.state,
                      "--cgroup-root", CG, "--nri-socket", NRI_SOCK]
         self.proc = None
