@@ -18,6 +18,128 @@ Result<WeightFormula> parse_formula(std::string_view s) {
   return fail(EINVAL, "unknown cpu weight formula '{}' (expected linear or quadratic)", s);
 }
 
+std::string_view setting_name(WeightFormulaSetting s) {
+  switch (s) {
+    case WeightFormulaSetting::Auto: return "auto";
+    case WeightFormulaSetting::Linear: return "linear";
+    case WeightFormulaSetting::Quadratic: return "quadratic";
+  }
+  return "auto";
+}
+
+Result<WeightFormulaSetting> parse_formula_setting(std::string_view s) {
+  if (s == "auto") return WeightFormulaSetting::Auto;
+  if (s == "linear") return WeightFormulaSetting::Linear;
+  if (s == "quadratic") return WeightFormulaSetting::Quadratic;
+  return fail(EINVAL, "unknown cpu weight formula '{}' (expected auto, linear or quadratic)", s);
+}
+
+std::string_view vote_name(WeightVote v) {
+  switch (v) {
+    case WeightVote::Linear: return "linear";
+    case WeightVote::Quadratic: return "quadratic";
+    case WeightVote::Both: return "both";
+    case WeightVote::Neither: return "neither";
+  }
+  return "neither";
+}
+
+WeightVote classify_weight(uint64_t shares, uint64_t weight) {
+  const bool lin = shares_to_weight(shares, WeightFormula::Linear) == weight;
+  const bool quad = shares_to_weight(shares, WeightFormula::Quadratic) == weight;
+  if (lin && quad) return WeightVote::Both;
+  if (lin) return WeightVote::Linear;
+  if (quad) return WeightVote::Quadratic;
+  return WeightVote::Neither;
+}
+
+void WeightEvidence::add(WeightVote v) {
+  switch (v) {
+    case WeightVote::Linear: ++linear; break;
+    case WeightVote::Quadratic: ++quadratic; break;
+    case WeightVote::Both: ++both; break;
+    case WeightVote::Neither: ++neither; break;
+  }
+}
+
+std::optional<WeightFormula> WeightEvidence::learned() const {
+  if (linear > quadratic) return WeightFormula::Linear;
+  if (quadratic > linear) return WeightFormula::Quadratic;
+  return std::nullopt;
+}
+
+WeightFormulaTracker::WeightFormulaTracker(WeightFormulaSetting setting, WeightFormula fallback)
+    : setting_(setting), fallback_(fallback) {}
+
+void WeightFormulaTracker::set_runtime(std::string identity) {
+  std::lock_guard lock(mu_);
+  current_ = std::move(identity);
+  evidence_[current_];
+}
+
+WeightVote WeightFormulaTracker::observe(uint64_t shares, uint64_t weight) {
+  const WeightVote v = classify_weight(shares, weight);
+  std::lock_guard lock(mu_);
+  evidence_[current_].add(v);
+  return v;
+}
+
+bool WeightFormulaTracker::wants_samples() const {
+  if (setting_ != WeightFormulaSetting::Auto) return false;
+  std::lock_guard lock(mu_);
+  auto it = evidence_.find(current_);
+  return it == evidence_.end() || it->second.decisive() < kEnoughSamples;
+}
+
+WeightFormula WeightFormulaTracker::formula_locked() const {
+  if (setting_ == WeightFormulaSetting::Linear) return WeightFormula::Linear;
+  if (setting_ == WeightFormulaSetting::Quadratic) return WeightFormula::Quadratic;
+  auto it = evidence_.find(current_);
+  if (it != evidence_.end())
+    if (auto f = it->second.learned()) return *f;
+  return fallback_;
+}
+
+std::optional<WeightFormula> WeightFormulaTracker::learned() const {
+  std::lock_guard lock(mu_);
+  auto it = evidence_.find(current_);
+  return it == evidence_.end() ? std::nullopt : it->second.learned();
+}
+
+WeightFormula WeightFormulaTracker::formula() const {
+  std::lock_guard lock(mu_);
+  return formula_locked();
+}
+
+std::vector<WeightFormulaTracker::RuntimeStatus> WeightFormulaTracker::status() const {
+  std::lock_guard lock(mu_);
+  std::vector<RuntimeStatus> out;
+  for (const auto& [rt, ev] : evidence_) {
+    RuntimeStatus s{rt, fallback_, Source::Fallback, ev, rt == current_};
+    if (setting_ != WeightFormulaSetting::Auto) {
+      s.formula = setting_ == WeightFormulaSetting::Linear ? WeightFormula::Linear : WeightFormula::Quadratic;
+      s.source = Source::Configured;
+    } else if (auto f = ev.learned()) {
+      s.formula = *f;
+      s.source = Source::Learned;
+    }
+    out.push_back(std::move(s));
+  }
+  if (out.empty())
+    out.push_back({"", formula_locked(),
+                   setting_ == WeightFormulaSetting::Auto ? Source::Fallback : Source::Configured, {}, true});
+  return out;
+}
+
+std::string_view source_name(WeightFormulaTracker::Source s) {
+  switch (s) {
+    case WeightFormulaTracker::Source::Configured: return "configured";
+    case WeightFormulaTracker::Source::Learned: return "learned";
+    case WeightFormulaTracker::Source::Fallback: return "fallback";
+  }
+  return "fallback";
+}
+
 uint64_t milli_cpu_to_shares(int64_t milli_cpu) {
   if (milli_cpu <= 0) return kMinShares;
   // Same integer arithmetic as the kubelet; __int128 keeps huge inputs exact

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
@@ -49,6 +52,14 @@ inline constexpr uint64_t kSystemdQuotaGranularityUs = 10000;
 
 std::string_view formula_name(WeightFormula f);
 Result<WeightFormula> parse_formula(std::string_view s);  // "linear" | "quadratic"
+
+// The `cgroup.weight_formula` setting: one formula, or learn the one the
+// runtime in front of podshim uses from what it wrote (runc 1.1.5 in
+// containerd 1.7 is linear, runc >= 1.3.2 quadratic; the operator should not
+// have to know which runc a node runs).
+enum class WeightFormulaSetting { Auto, Linear, Quadratic };
+std::string_view setting_name(WeightFormulaSetting s);
+Result<WeightFormulaSetting> parse_formula_setting(std::string_view s);  // auto|linear|quadratic
 
 // MilliCPUToShares: 0 → 2; m*1024/1000 clamped to [2, 262144].
 uint64_t milli_cpu_to_shares(int64_t milli_cpu);
@@ -94,6 +105,73 @@ Result<std::optional<uint64_t>> parse_memory_max(std::string_view s);
 // down), so this is what memory.max reads back after writing `bytes`.
 uint64_t page_round_down(uint64_t bytes);
 uint64_t page_size();
+
+// ---- Learning the runtime's formula from the kernel.
+//
+// For a container whose cpu shares are known (the runtime's own spec, as NRI
+// sends it), the cpu.weight the runtime wrote equals linear(shares),
+// quadratic(shares), both (the formulas agree at 2 and 262144 shares and a
+// handful of others: no evidence) or neither (someone rewrote it since).
+enum class WeightVote { Linear, Quadratic, Both, Neither };
+std::string_view vote_name(WeightVote v);
+WeightVote classify_weight(uint64_t shares, uint64_t weight);
+
+// One runtime's evidence. The learned formula is the one with more decisive
+// votes; undecided (nullopt) before the first one or on a tie.
+struct WeightEvidence {
+  uint64_t linear = 0, quadratic = 0, both = 0, neither = 0;
+  void add(WeightVote v);
+  std::optional<WeightFormula> learned() const;
+  uint64_t decisive() const { return linear + quadratic; }
+};
+
+// The container formula podshim uses, per runtime. With an explicit setting
+// that is the setting; with `auto` it is what the current runtime's
+// containers show (evidence is kept per runtime identity, "name version", so
+// a runtime upgraded between two connections is learned afresh), and the
+// fallback until there is evidence. Thread-safe: the engine reads it, the NRI
+// handlers feed it.
+class WeightFormulaTracker {
+ public:
+  explicit WeightFormulaTracker(WeightFormulaSetting setting,
+                                WeightFormula fallback = WeightFormula::Quadratic);
+
+  WeightFormulaSetting setting() const { return setting_; }
+  // Selects (creating) the evidence of the runtime now connected.
+  void set_runtime(std::string identity);
+  // Records one sample for the current runtime; returns its vote.
+  WeightVote observe(uint64_t shares, uint64_t weight);
+  // Whether more samples would still help (auto, and few decisive ones yet).
+  bool wants_samples() const;
+  WeightFormula formula() const;
+  // What the current runtime's samples say (nullopt: undecided).
+  std::optional<WeightFormula> learned() const;
+
+  enum class Source { Configured, Learned, Fallback };
+  struct RuntimeStatus {
+    std::string runtime;
+    WeightFormula formula;
+    Source source;
+    WeightEvidence evidence;
+    bool current;
+  };
+  // Every runtime seen (the current one flagged), or one row for an explicit
+  // setting / no runtime yet.
+  std::vector<RuntimeStatus> status() const;
+
+  // Decisive samples after which sampling stops (the formulas never agree by
+  // chance on a decisive value, so a few suffice).
+  static constexpr uint64_t kEnoughSamples = 8;
+
+ private:
+  WeightFormula formula_locked() const;
+  const WeightFormulaSetting setting_;
+  const WeightFormula fallback_;
+  mutable std::mutex mu_;
+  std::string current_;
+  std::map<std::string, WeightEvidence> evidence_;
+};
+std::string_view source_name(WeightFormulaTracker::Source s);
 
 // ---- OCI / NRI LinuxResources (facts §9: a CRI update that sets only memory
 // reaches NRI with the cpu fields present but zero, so 0 means "unchanged").

@@ -366,7 +366,7 @@ struct Engine::Impl {
       PlanTarget pt;
       pt.id = b.id;
       pt.is_pod = b.is_pod;
-      AttrValues want = attr_values(desired[i], b.is_pod ? opts.pod_formula : opts.formula,
+      AttrValues want = attr_values(desired[i], b.is_pod ? opts.pod_formula : container_formula(),
                                     b.loc.driver == DriverKind::Systemd);
       auto rd = [&](const char* f, std::string* out) -> Result<void> {
         auto v = b.dir.read_trimmed(f);
@@ -431,6 +431,8 @@ struct Engine::Impl {
     drop_journal();
     return rep;
   }
+
+  WeightFormula container_formula() const { return opts.formulas ? opts.formulas->formula() : opts.formula; }
 
   Result<Actual> read_actual(const std::string& path, WeightFormula f) {
     auto b = bind(path, path, false);
@@ -616,7 +618,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
 }
 
 Result<ResizeReport> Engine::resize(const PodResizeRequest& req) { return impl_->resize(req); }
-Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->opts.formula); }
+Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
 Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
 Result<void> Engine::recover() { return impl_->recover(); }
 

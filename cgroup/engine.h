@@ -49,6 +49,9 @@ struct EngineOptions {
   DriverKind driver = DriverKind::Auto;
   // Formula for container cgroups (what the runtime writes for shares).
   WeightFormula formula = WeightFormula::Quadratic;
+  // When set, the container formula comes from here instead (weight_formula:
+  // auto learns the runtime's formula while podshimd runs).
+  std::shared_ptr<const WeightFormulaTracker> formulas;
   // Formula for pod cgroups: the kubelet converts pod weights itself with the
   // linear formula (cgroup_manager_linux.go getCPUWeight, still in 1.35), so
   // podshim matches it there lest the kubelet and podshim fight over the value.

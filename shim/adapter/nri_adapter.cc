@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "cdi/requests.h"
 
 namespace podshim::adapter {
@@ -36,6 +37,7 @@ void NriAdapter::count(api::Event e) {
 
 Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) {
   runtime_ = rt;
+  if (opts_.formulas) opts_.formulas->set_runtime(fmt::format("{} {}", rt.name, rt.version));
   log::info("NRI: configured by {} {} (NRI {}), request timeout {} ms", rt.name, rt.version,
             rt.nri_version.empty() ? "< v0.12" : rt.nri_version, rt.request_timeout_ms);
   if (!req.config().empty()) {
@@ -95,10 +97,34 @@ Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
     by_sandbox[p.id()] = &p;
   }
   static const api::PodSandbox kNoPod;
+  // weight_formula: auto learns from a few running containers' cpu.weight,
+  // and containers podshim has never read (it was away when they started)
+  // get their actual values now, with the formula learned.
+  size_t probes = 0;
+  std::vector<std::pair<std::string, uint64_t>> unread;
   for (const auto& c : all.containers()) {
     auto it = by_sandbox.find(c.pod_sandbox_id());
     remember(it == by_sandbox.end() ? kNoPod : *it->second, c, true);
     ctrs.insert(c.id());
+    const uint64_t shares = c.linux().resources().cpu().shares().value();
+    if (engine_ && opts_.formulas && opts_.formulas->wants_samples() && probes < kMaxFormulaProbes &&
+        shares > 0 && !c.linux().cgroups_path().empty()) {
+      ++probes;
+      if (auto a = engine_->read_actual(c.linux().cgroups_path())) learn_formula(c, *a);
+    }
+    if (engine_ && c.state() == api::CONTAINER_RUNNING) {
+      auto known = store_.container(c.id());
+      if (known && !known->actual) unread.emplace_back(c.id(), 0);
+    }
+  }
+  if (!unread.empty()) {
+    auto work = [this, unread = std::move(unread)] {
+      for (const auto& [id, shares] : unread) read_back_container(id, shares);
+    };
+    if (opts_.defer)
+      opts_.defer(std::move(work));
+    else
+      work();
   }
   // What the runtime no longer has went away while podshim was not looking.
   size_t dropped = 0;
@@ -257,10 +283,39 @@ Result<void> NriAdapter::stop_container(const api::PodSandbox& pod, const api::C
   return {};
 }
 
-void NriAdapter::read_back_container(const std::string& id) {
+cgroup::WeightFormula NriAdapter::formula() const {
+  return opts_.formulas ? opts_.formulas->formula() : opts_.formula;
+}
+
+void NriAdapter::learn_formula(const api::Container& ctr, const cgroup::Actual& a) {
+  const uint64_t shares = ctr.linux().resources().cpu().shares().value();
+  auto w = str::parse_u64(a.cpu_weight_raw);
+  if (!opts_.formulas || !w || shares == 0) return;
+  const auto before = opts_.formulas->learned();
+  const auto vote = opts_.formulas->observe(shares, *w);
+  const auto after = opts_.formulas->learned();
+  if (after && before != after)
+    log::notice("NRI: {} {} writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
+                runtime_.name, runtime_.version, cgroup::formula_name(*after), ctr.id(), shares, *w);
+  else if (vote == cgroup::WeightVote::Neither)
+    log::at(log::Level::Debug, {{"CONTAINER_ID", ctr.id()}},
+            "cpu.weight {} matches neither formula for {} shares (rewritten since?)", *w, shares);
+}
+
+void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
   auto c = store_.container(id);
   if (!engine_ || !c || c->cgroup_path.empty()) return;
   auto a = engine_->read_actual(c->cgroup_path);
+  if (a && shares > 0 && opts_.formulas) {
+    api::Container sample;
+    sample.set_id(id);
+    sample.mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(shares);
+    learn_formula(sample, *a);
+  }
+  if (a) {
+    // Converted with the formula as it stands after this very sample.
+    if (auto w = str::parse_u64(a->cpu_weight_raw)) a->cpu_request_milli = cgroup::weight_to_milli_cpu(*w, formula());
+  }
   if (!a) {
     log::at(log::Level::Debug, {{"CONTAINER_ID", id}}, "read-back failed, ignoring: {}",
             a.error().message);
@@ -273,7 +328,7 @@ void NriAdapter::read_back_container(const std::string& id) {
     // weight of the allocated request, that request is what it holds.
     if (ct.allocated.cpu_request_milli &&
         a->cpu_weight_raw ==
-            std::to_string(cgroup::milli_cpu_to_weight(*ct.allocated.cpu_request_milli, opts_.formula)))
+            std::to_string(cgroup::milli_cpu_to_weight(*ct.allocated.cpu_request_milli, formula())))
       act.resources.cpu_request_milli = ct.allocated.cpu_request_milli;
     act.resources.cpu_limit_milli = a->cpu_limit_milli;
     act.resources.memory_limit_bytes = a->memory_limit_bytes;
@@ -311,12 +366,12 @@ void NriAdapter::start_container(const api::PodSandbox& pod, const api::Containe
 void NriAdapter::post_start_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_START_CONTAINER);
   remember(pod, ctr, false);
-  read_back_container(ctr.id());
+  read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
 }
 void NriAdapter::post_update_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_UPDATE_CONTAINER);
   remember(pod, ctr, false);
-  read_back_container(ctr.id());
+  read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
 }
 void NriAdapter::remove_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::REMOVE_CONTAINER);

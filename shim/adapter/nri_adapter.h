@@ -26,6 +26,13 @@ struct AdapterOptions {
   // the allocated request as actual when cpu.weight matches it exactly
   // (the weight → milliCPU inverse is not unique).
   cgroup::WeightFormula formula = cgroup::WeightFormula::Quadratic;
+  // When set (weight_formula: auto), the formula comes from here, and the
+  // handlers feed it the (shares, cpu.weight) pairs they see per runtime.
+  std::shared_ptr<cgroup::WeightFormulaTracker> formulas;
+  // Runs work after the current event has been answered (the daemon's
+  // loop); null runs it at once. Keeps cgroup read-backs out of the
+  // runtime's 2 s Synchronize budget.
+  std::function<void(std::function<void()>)> defer;
   // A pre-installed plugin's configuration arrives in Configure's `config`
   // (the conf.d drop-in); an error here fails Configure.
   std::function<Result<void>(const std::string& config)> on_config;
@@ -39,6 +46,10 @@ struct AdapterOptions {
 // Every lifecycle event podshim models (1..13: all but
 // ValidateContainerAdjustment, which podshim has no opinion on).
 inline constexpr uint32_t kDefaultEvents = 0x1FFF;
+
+// Containers whose cpu.weight a Synchronize reads at most to learn the
+// runtime's formula (weight_formula: auto); later starts and updates add more.
+inline constexpr size_t kMaxFormulaProbes = 32;
 
 class NriAdapter : public nri::Handlers {
  public:
@@ -80,7 +91,12 @@ class NriAdapter : public nri::Handlers {
   // (conditions, generation, devices, labels).
   void remember(const api::PodSandbox& pod, const api::Container& ctr, bool take_resources);
   void remember_pod(const api::PodSandbox& pod);
-  void read_back_container(const std::string& id);
+  // Reads the kernel's values into the container's actual; `shares` (0:
+  // unknown) is what the runtime was asked for, a sample for `formulas`.
+  void read_back_container(const std::string& id, uint64_t shares = 0);
+  cgroup::WeightFormula formula() const;
+  // Feeds the formula tracker the weight the runtime wrote for `ctr`.
+  void learn_formula(const api::Container& ctr, const cgroup::Actual& a);
   // Applies `next` to one cgroup through the engine when memory shrinks,
   // so the shrink is safe; records the outcome.
   Result<void> guard(const std::string& id, const std::string& cgroup_path,

@@ -209,9 +209,9 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
     if (n["weight_formula"]) {
       auto s = scalar(ctx, n["weight_formula"], "cgroup.weight_formula");
       if (!s) return Unexpected(s.error());
-      if (*s == "quadratic") c.weight_formula = cgroup::WeightFormula::Quadratic;
-      else if (*s == "linear") c.weight_formula = cgroup::WeightFormula::Linear;
-      else return ctx.err("'cgroup.weight_formula' must be quadratic or linear, not '{}'", *s);
+      auto f = cgroup::parse_formula_setting(*s);
+      if (!f) return ctx.err("'cgroup.weight_formula' must be auto, linear or quadratic, not '{}'", *s);
+      c.weight_formula = *f;
     }
     if (n["shrink_timeout_ms"]) {
       // Must stay well under NRI's 2 s request timeout.
@@ -372,5 +372,7 @@ std::string_view to_string(cgroup::DriverKind d) {
 std::string_view to_string(cgroup::WeightFormula f) {
   return f == cgroup::WeightFormula::Linear ? "linear" : "quadratic";
 }
+
+std::string_view to_string(cgroup::WeightFormulaSetting s) { return cgroup::setting_name(s); }
 
 }  // namespace podshim::core

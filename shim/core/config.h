@@ -59,7 +59,9 @@ struct Config {
   // cgroup:
   std::string cgroup_root = "/sys/fs/cgroup";
   cgroup::DriverKind cgroup_driver = cgroup::DriverKind::Auto;
-  cgroup::WeightFormula weight_formula = cgroup::WeightFormula::Quadratic;
+  // auto: learn the container runtime's shares→cpu.weight formula from the
+  // weights it wrote (cgroup/convert.h WeightFormulaTracker).
+  cgroup::WeightFormulaSetting weight_formula = cgroup::WeightFormulaSetting::Auto;
   std::chrono::milliseconds shrink_timeout{1000};
   uint64_t shrink_headroom_bytes = 0;
 
@@ -99,5 +101,6 @@ Result<Config> load_config(const std::string& path, bool must_exist);
 
 std::string_view to_string(cgroup::DriverKind d);
 std::string_view to_string(cgroup::WeightFormula f);
+std::string_view to_string(cgroup::WeightFormulaSetting s);
 
 }  // namespace podshim::core

@@ -2,11 +2,14 @@
 
 namespace podshim::core {
 
-cgroup::EngineOptions engine_options(const Config& cfg) {
+cgroup::EngineOptions engine_options(const Config& cfg,
+                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas) {
   cgroup::EngineOptions o;
   o.cgroup_root = cfg.cgroup_root;
   o.driver = cfg.cgroup_driver;
-  o.formula = cfg.weight_formula;
+  o.formula = cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
+                                                                         : cgroup::WeightFormula::Quadratic;
+  o.formulas = std::move(formulas);
   o.state_dir = cfg.state_dir;
   o.shrink_timeout = cfg.shrink_timeout;
   o.shrink_headroom_bytes = cfg.shrink_headroom_bytes;
@@ -14,9 +17,10 @@ cgroup::EngineOptions engine_options(const Config& cfg) {
 }
 
 Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg) {
-  auto e = cgroup::Engine::create(engine_options(cfg));
+  auto formulas = std::make_shared<cgroup::WeightFormulaTracker>(cfg.weight_formula);
+  auto e = cgroup::Engine::create(engine_options(cfg, formulas));
   if (!e) return wrap(e, "creating the cgroup engine");
-  return std::make_unique<EngineActuator>(std::move(*e));
+  return std::make_unique<EngineActuator>(std::move(*e), std::move(formulas));
 }
 
 Result<cgroup::ResizeReport> EngineActuator::apply(const cgroup::PodResizeRequest& req) {

@@ -10,20 +10,29 @@
 
 namespace podshim::core {
 
-cgroup::EngineOptions engine_options(const Config& cfg);
+// The engine's options from the configuration. `formulas` (may be null) is
+// where weight_formula: auto keeps what it learned about the runtime.
+cgroup::EngineOptions engine_options(const Config& cfg,
+                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas = nullptr);
 
 class EngineActuator : public Actuator {
  public:
+  // Also creates the weight-formula tracker for cfg.weight_formula.
   static Result<std::unique_ptr<EngineActuator>> create(const Config& cfg);
-  explicit EngineActuator(std::unique_ptr<cgroup::Engine> engine) : engine_(std::move(engine)) {}
+  explicit EngineActuator(std::unique_ptr<cgroup::Engine> engine,
+                          std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr)
+      : engine_(std::move(engine)), formulas_(std::move(formulas)) {}
 
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
   bool is_shrink_refused(const Error& e) const override;
   cgroup::Engine& engine() { return *engine_; }
+  // The container formula in use (shared with the NRI handlers that feed it).
+  const std::shared_ptr<cgroup::WeightFormulaTracker>& formulas() const { return formulas_; }
 
  private:
   std::unique_ptr<cgroup::Engine> engine_;
+  std::shared_ptr<cgroup::WeightFormulaTracker> formulas_;
 };
 
 }  // namespace podshim::core

@@ -75,6 +75,11 @@ void Family::set(const Labels& labels, double value) {
   series_[labels].value = value;
 }
 
+void Family::clear() {
+  std::lock_guard lk(mu_);
+  series_.clear();
+}
+
 void Family::observe(const Labels& labels, double value) {
   std::lock_guard lk(mu_);
   auto& s = series_[labels];
@@ -165,10 +170,19 @@ Metrics::Metrics()
       http_requests("podshim_http_requests_total", "Status socket requests by method and code.",
                     Family::Kind::Counter),
       http_denied("podshim_http_denied_total", "Status socket requests denied by access control.",
-                  Family::Kind::Counter) {
+                  Family::Kind::Counter),
+      weight_formula("podshim_cpu_weight_formula",
+                     "The shares-to-cpu.weight formula podshimd reads container cgroups with, per runtime seen "
+                     "(1: the runtime connected now; source: configured, learned from the weights the "
+                     "runtime wrote, or fallback until there is evidence).",
+                     Family::Kind::Gauge),
+      weight_samples("podshim_cpu_weight_formula_samples",
+                     "Containers whose cpu.weight matched the linear formula, the quadratic one, both or "
+                     "neither, per runtime (weight_formula: auto).",
+                     Family::Kind::Gauge) {
   all_ = {&resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed, &oom_kills,
           &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors, &containers,
-          &pods,            &http_requests,  &http_denied};
+          &pods,            &http_requests,  &http_denied,     &weight_formula,  &weight_samples};
 }
 
 std::string Metrics::render() const {
@@ -176,6 +190,22 @@ std::string Metrics::render() const {
   out.reserve(4096);
   for (const auto* f : all_) f->render(out);
   return out;
+}
+
+void export_weight_formulas(Metrics& m, const cgroup::WeightFormulaTracker& t) {
+  m.weight_formula.clear();
+  m.weight_samples.clear();
+  for (const auto& s : t.status()) {
+    m.weight_formula.set({{"runtime", s.runtime},
+                          {"formula", std::string(cgroup::formula_name(s.formula))},
+                          {"source", std::string(cgroup::source_name(s.source))}},
+                         s.current ? 1 : 0);
+    using V = cgroup::WeightVote;
+    for (auto [v, n] : {std::pair{V::Linear, s.evidence.linear}, std::pair{V::Quadratic, s.evidence.quadratic},
+                        std::pair{V::Both, s.evidence.both}, std::pair{V::Neither, s.evidence.neither}})
+      m.weight_samples.set({{"runtime", s.runtime}, {"vote", std::string(cgroup::vote_name(v))}},
+                           static_cast<double>(n));
+  }
 }
 
 }  // namespace podshim::core

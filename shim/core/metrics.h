@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cgroup/convert.h"
+
 namespace podshim::core {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -30,6 +32,7 @@ class Family {
   void inc(const Labels& labels = {}, double by = 1);      // counter/gauge
   void set(const Labels& labels, double value);           // gauge
   void observe(const Labels& labels, double value);       // histogram
+  void clear();                                           // drops every series (gauges rebuilt on render)
   double value(const Labels& labels = {}) const;          // counter/gauge (tests)
   uint64_t count(const Labels& labels = {}) const;        // histogram sample count
 
@@ -69,6 +72,8 @@ class Metrics {
   Family pods;                   // podshim_pods (gauge)
   Family http_requests;          // podshim_http_requests_total{method,code}
   Family http_denied;            // podshim_http_denied_total
+  Family weight_formula;         // podshim_cpu_weight_formula{runtime,formula,source}: 1 = the runtime connected now
+  Family weight_samples;         // podshim_cpu_weight_formula_samples{runtime,vote}
 
   // The whole exposition, families in a fixed order.
   std::string render() const;
@@ -76,5 +81,9 @@ class Metrics {
  private:
   std::vector<const Family*> all_;
 };
+
+// Rebuilds podshim_cpu_weight_formula and _samples from the tracker (before
+// each /metrics render).
+void export_weight_formulas(Metrics& m, const cgroup::WeightFormulaTracker& t);
 
 }  // namespace podshim::core

@@ -295,7 +295,8 @@ int run(Daemon& d) {
   if (d.cfg.nri_enabled) {
 #ifdef PODSHIM_WITH_NRI
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
-    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics);
+    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
+                                      engine_act->formulas());
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -318,6 +319,11 @@ int run(Daemon& d) {
   deps.metrics = &d.metrics;
   deps.ready = [&d] { return d.ready; };
   deps.extra_metrics = [&d](std::string& out) { d.container_metrics->render(out); };
+  if (auto* ea = dynamic_cast<core::EngineActuator*>(d.actuator.get()); ea && ea->formulas()) {
+    deps.before_metrics = [&d, f = ea->formulas()] { core::export_weight_formulas(d.metrics, *f); };
+  }
+  // The TCP listener serves the same families as the status socket's /metrics.
+  auto before_metrics = deps.before_metrics;
   auto server = status::Server::start(d.loop, std::move(*so), deps);
   if (!server) {
     log::err("Starting the status socket failed: {}", server.error().message);
@@ -325,9 +331,10 @@ int run(Daemon& d) {
   }
   d.server = std::move(*server);
   if (!d.cfg.metrics_listen.empty()) {
-    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d] {
+    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d, before_metrics] {
       d.metrics.containers.set({}, static_cast<double>(d.store->container_count()));
       d.metrics.pods.set({}, static_cast<double>(d.store->pods().size()));
+      if (before_metrics) before_metrics();
       std::string out = d.metrics.render();
       d.container_metrics->render(out);
       return out;

@@ -18,7 +18,8 @@ int NriMode::on_inotify(sd_event_source*, int, uint32_t, void* userdata) {
 
 Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Config& cfg,
                                                 core::Store& store, cgroup::Engine& engine,
-                                                core::Metrics& metrics) {
+                                                core::Metrics& metrics,
+                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas) {
   std::unique_ptr<NriMode> m(new NriMode());
   m->metrics_ = &metrics;
 
@@ -46,7 +47,25 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
             m->registry_->specs().size());
 
   adapter::AdapterOptions ao;
-  ao.formula = cfg.weight_formula;
+  ao.formula = cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
+                                                                          : cgroup::WeightFormula::Quadratic;
+  ao.formulas = std::move(formulas);
+  ao.defer = [loop](std::function<void()> work) {
+    auto* w = new std::function<void()>(std::move(work));
+    auto run = [](sd_event_source* s, void* userdata) -> int {
+      auto* fn = static_cast<std::function<void()>*>(userdata);
+      (*fn)();
+      delete fn;
+      sd_event_source_unref(s);  // ours (not floating); one-shot by default
+      return 0;
+    };
+    sd_event_source* src = nullptr;
+    if (sd_event_add_defer(loop, &src, run, w) < 0) {
+      log::warn("NRI: cannot defer the read-back after Synchronize, running it now");
+      (*w)();
+      delete w;
+    }
+  };
   // The conf.d drop-in of a pre-installed plugin: the same YAML as
   // config.yaml. It is validated as a whole; what can change on a running
   // daemon (the log level) is applied, the rest needs the file and a restart.

@@ -37,6 +37,89 @@ TEST(Convert, WeightFormulasPassTheirAnchors) {
   EXPECT_FALSE(parse_formula("cubic"));
 }
 
+TEST(Convert, FormulaSettings) {
+  EXPECT_EQ(*parse_formula_setting("auto"), WeightFormulaSetting::Auto);
+  EXPECT_EQ(*parse_formula_setting("linear"), WeightFormulaSetting::Linear);
+  EXPECT_EQ(*parse_formula_setting("quadratic"), WeightFormulaSetting::Quadratic);
+  EXPECT_FALSE(parse_formula_setting("Auto"));
+  EXPECT_EQ(setting_name(WeightFormulaSetting::Auto), "auto");
+}
+
+// The premise of weight_formula: auto — for most share values exactly one
+// formula produces the weight a runtime wrote.
+TEST(Convert, FormulasDisagreeForMostShares) {
+  uint64_t both = 0, total = 0;
+  for (uint64_t s = kMinShares; s <= kMaxShares; ++s, ++total) {
+    const WeightVote lin = classify_weight(s, shares_to_weight(s, WeightFormula::Linear));
+    const WeightVote quad = classify_weight(s, shares_to_weight(s, WeightFormula::Quadratic));
+    if (lin == WeightVote::Both) {
+      ASSERT_EQ(quad, WeightVote::Both) << s;
+      ++both;
+      continue;
+    }
+    ASSERT_EQ(lin, WeightVote::Linear) << s;
+    ASSERT_EQ(quad, WeightVote::Quadratic) << s;
+  }
+  EXPECT_LT(both * 100, total) << both << " of " << total << " share values map alike";
+  // Every milliCPU request a kubelet sends from 10m up is decisive, except
+  // where both formulas meet.
+  EXPECT_EQ(classify_weight(2, 1), WeightVote::Both);
+  EXPECT_EQ(classify_weight(262144, 10000), WeightVote::Both);
+  EXPECT_EQ(classify_weight(512, 20), WeightVote::Linear);     // 500m on runc 1.1.5
+  EXPECT_EQ(classify_weight(512, 59), WeightVote::Quadratic);  // 500m on runc >= 1.3.2
+  EXPECT_EQ(classify_weight(512, 100), WeightVote::Neither);
+}
+
+TEST(Convert, TrackerLearnsPerRuntime) {
+  WeightFormulaTracker t(WeightFormulaSetting::Auto);
+  EXPECT_EQ(t.formula(), WeightFormula::Quadratic);  // fallback, no evidence
+  EXPECT_FALSE(t.learned());
+  t.set_runtime("containerd v1.7.27");
+  EXPECT_TRUE(t.wants_samples());
+  EXPECT_EQ(t.observe(2, 1), WeightVote::Both);  // no evidence
+  EXPECT_FALSE(t.learned());
+  EXPECT_EQ(t.observe(512, 20), WeightVote::Linear);
+  EXPECT_EQ(t.formula(), WeightFormula::Linear);
+  EXPECT_EQ(t.observe(1024, 50), WeightVote::Neither);  // rewritten since: no vote
+  EXPECT_EQ(t.formula(), WeightFormula::Linear);
+  auto st = t.status();
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].runtime, "containerd v1.7.27");
+  EXPECT_EQ(st[0].source, WeightFormulaTracker::Source::Learned);
+  EXPECT_EQ(st[0].evidence.linear, 1u);
+  EXPECT_EQ(st[0].evidence.both, 1u);
+  EXPECT_EQ(st[0].evidence.neither, 1u);
+
+  // Another runtime (upgraded): learned afresh; the first one is remembered.
+  t.set_runtime("containerd v2.3.4");
+  EXPECT_EQ(t.formula(), WeightFormula::Quadratic);
+  EXPECT_FALSE(t.learned());
+  t.observe(1024, 100);
+  EXPECT_EQ(t.learned(), WeightFormula::Quadratic);
+  t.set_runtime("containerd v1.7.27");
+  EXPECT_EQ(t.formula(), WeightFormula::Linear);
+  for (int i = 0; i < 8; ++i) t.observe(512, 20);
+  EXPECT_FALSE(t.wants_samples());
+  EXPECT_EQ(t.status().size(), 2u);
+}
+
+TEST(Convert, TrackerMajorityAndExplicitSettings) {
+  WeightFormulaTracker t(WeightFormulaSetting::Auto);
+  t.set_runtime("r");
+  t.observe(512, 20);
+  t.observe(512, 59);
+  EXPECT_FALSE(t.learned());  // a tie is undecided
+  t.observe(1024, 100);
+  EXPECT_EQ(t.learned(), WeightFormula::Quadratic);
+
+  WeightFormulaTracker lin(WeightFormulaSetting::Linear);
+  lin.set_runtime("r");
+  lin.observe(1024, 100);  // an explicit setting is never overridden
+  EXPECT_EQ(lin.formula(), WeightFormula::Linear);
+  EXPECT_FALSE(lin.wants_samples());
+  EXPECT_EQ(lin.status()[0].source, WeightFormulaTracker::Source::Configured);
+}
+
 // Every milliCPU 1..2000 under both formulas: the read-back request re-applied
 // writes the same cpu.weight (so a re-run is a no-op), is the smallest request
 // doing so, and never exceeds what was asked.

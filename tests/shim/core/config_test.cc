@@ -14,6 +14,24 @@ TEST(Config, EmptyIsDefaults) {
   EXPECT_EQ(c->socket_mode, 0660u);
   EXPECT_EQ(c->access.size(), 2u);
   EXPECT_FALSE(c->allocatable_cpu_milli);
+  // The runtime's shares→weight formula is learned, not assumed.
+  EXPECT_EQ(c->weight_formula, cgroup::WeightFormulaSetting::Auto);
+}
+
+TEST(Config, WeightFormulaSettings) {
+  for (auto [y, want] : {std::pair{"auto", cgroup::WeightFormulaSetting::Auto},
+                         std::pair{"linear", cgroup::WeightFormulaSetting::Linear},
+                         std::pair{"quadratic", cgroup::WeightFormulaSetting::Quadratic}}) {
+    auto c = parse_config(std::string("cgroup: {weight_formula: ") + y + "}", "t.yaml");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->weight_formula, want);
+    EXPECT_EQ(to_string(c->weight_formula), y);
+  }
+  auto bad = parse_config("cgroup: {weight_formula: cubic}", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("'cgroup.weight_formula' must be auto, linear or quadratic, not 'cubic'"),
+            std::string::npos)
+      << bad.error().message;
 }
 
 TEST(Config, FullExample) {
@@ -38,7 +56,7 @@ hook: {strict: true, timeout_ms: 100}
   EXPECT_EQ(c->access.size(), 2u);
   EXPECT_EQ(c->access[0].uids, (std::vector<uid_t>{0, 1000}));
   EXPECT_EQ(c->cgroup_driver, cgroup::DriverKind::Systemd);
-  EXPECT_EQ(c->weight_formula, cgroup::WeightFormula::Linear);
+  EXPECT_EQ(c->weight_formula, cgroup::WeightFormulaSetting::Linear);
   EXPECT_EQ(c->shrink_headroom_bytes, 4u << 20);
   EXPECT_EQ(c->allocatable_cpu_milli, 1500);
   EXPECT_EQ(c->allocatable_memory_bytes, int64_t{2} << 30);
