@@ -208,13 +208,13 @@ def setup(a):
     # The generic kernel has ext4 and brd as modules; without modules.dep
     # (the kernel is unpacked, not installed) they are loaded in dependency
     # order by hand: crc32c first, which jbd2/ext4 ask the crypto API for.
-    rel = f"lib/modules/{os.uname().release}/kernel"
-    roots = [os.path.join(c, "*", rel) for c in
-             (os.environ.get("PODSHIM_VM_CACHE", ""), "/var/cache/podshim/vm",
-              os.path.expanduser("~/.cache/podshim/vm")) if c]
-    mods = [m for r in roots for m in glob.glob(r)]
-    if not mods:
-        die(f"no modules for {os.uname().release} in vm-run's kernel cache ({roots})")
+    # vm-run names the module tree of the kernel it booted (PODSHIM_VM_KMODS).
+    kmods = os.environ.get("PODSHIM_VM_KMODS", "")
+    if not kmods or os.path.basename(kmods) != os.uname().release:
+        die(f"vm-run gave no module tree for {os.uname().release} (PODSHIM_VM_KMODS={kmods!r})")
+    mods = [os.path.join(kmods, "kernel")]
+    if not os.path.isdir(mods[0]):
+        die(f"no {mods[0]} in vm-run's kernel cache")
     loaded = read("/proc/modules")
     for ko, args in (("crypto/crc32c_generic.ko", []), ("lib/crc16.ko", []), ("fs/mbcache.ko", []),
                      ("fs/jbd2/jbd2.ko", []), ("fs/ext4/ext4.ko", []),

@@ -44,9 +44,8 @@ def main():
         os.replace(tmp, image)
     guest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "containerd_guest.py")
     # The guest loads ext4 and brd from vm-run's kernel cache, which it sees
-    # through the host root; tell it where that cache is.
-    env = ["--env", f"PODSHIM_VM_CACHE={os.environ['PODSHIM_VM_CACHE']}"] if os.environ.get("PODSHIM_VM_CACHE") else []
-    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "2G", "--smp", "2", "--timeout", a.timeout, *env, "--",
+    # through the host root; vm-run tells it where (PODSHIM_VM_KMODS).
+    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "2G", "--smp", "2", "--timeout", a.timeout, "--",
            "/usr/bin/python3", guest, "--ctd", ctd, "--image", image,
            "--podshimd", os.path.abspath(a.podshimd), "--podshimctl", os.path.abspath(a.podshimctl)]
     print(" ".join(cmd), flush=True)
