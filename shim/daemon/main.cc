@@ -297,6 +297,8 @@ int run(Daemon& d) {
   deps.resize = d.resize.get();
   deps.metrics = &d.metrics;
   deps.ready = [&d] { return d.ready; };
+  deps.cgroup_root = d.cfg.cgroup_root;
+  deps.cgroup_driver = d.cfg.cgroup_driver;
   auto server = status::Server::start(d.loop, std::move(*so), deps);
   if (!server) {
     log::err("Starting the status socket failed: {}", server.error().message);
