@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
     plog::err("podshim-hook: {}", opts.error().message);
     return 2;
   }
+  if (opts->help) {
+    (void)!::write(STDOUT_FILENO, hook::usage().data(), hook::usage().size());
+    return 0;
+  }
   // Least privilege before reading anything a runtime hands us: keep only
   // what relabelling needs (docs/security.md), then confine the syscalls.
   if (auto r = podshim::security::restrict_capabilities_if_held({CAP_FOWNER, CAP_DAC_READ_SEARCH}); !r) {
