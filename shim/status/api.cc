@@ -396,7 +396,7 @@ Result<std::string> Api::check_cgroup_path(std::string_view field, std::string_v
   UniqueFd root(open(deps_.cgroup_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail_errno("opening the cgroup root {}", deps_.cgroup_root);
   open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;  // a final symlink: ELOOP from RESOLVE_NO_SYMLINKS
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   long fd = syscall(SYS_openat2, root.get(), loc->relpath.c_str(), &how, sizeof(how));
   if (fd < 0) {
