@@ -4,9 +4,11 @@
 // before): it cannot give the bounds issue 18 asks for.
 //  - MHD_OPTION_CONNECTION_TIMEOUT is an idle timer: every successful recv
 //    moves connection->last_activity forward (src/microhttpd/connection.c,
-//    MHD_update_last_activity_ called from the read path), and the timeout
-//    check compares against it. A client sending one header line per second
-//    keeps its slot forever; 0.9.x has no total-deadline option for the head
+//    MHD_connection_handle_read: read_buffer_offset += bytes_read, then
+//    MHD_update_last_activity_), and the timeout compares against it. A
+//    client sending one header line per second keeps its slot forever, which
+//    the hostile table reproduced against 0.9.75 (a 1.5 s drip held a 3 s
+//    timeout's connection for 30 s); 0.9.x has no total deadline for the head
 //    or the body.
 //  - Connection limits are global (MHD_OPTION_CONNECTION_LIMIT) or per IP
 //    address (MHD_OPTION_PER_IP_CONNECTION_LIMIT, meaningless on AF_UNIX);
