@@ -324,6 +324,8 @@ int run(Daemon& d) {
   }
   // The TCP listener serves the same families as the status socket's /metrics.
   auto before_metrics = deps.before_metrics;
+  deps.cgroup_root = d.cfg.cgroup_root;
+  deps.cgroup_driver = d.cfg.cgroup_driver;
   auto server = status::Server::start(d.loop, std::move(*so), deps);
   if (!server) {
     log::err("Starting the status socket failed: {}", server.error().message);

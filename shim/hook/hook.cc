@@ -91,12 +91,32 @@ Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& a) 
   PODSHIM_TRY(pick("io.kubernetes.container.name", "io.kubernetes.cri.container-name",
                    &k.container_name));
   // Kubernetes uids are 36-byte UUIDs; 128 matches podshimd's id rule.
-  if (!k.pod_uid.empty()) PODSHIM_TRY(check_token("pod uid", k.pod_uid, 128));
+  if (!k.pod_uid.empty()) PODSHIM_TRY(check_id("pod uid", k.pod_uid));
   // Names are DNS labels/subdomains (≤ 253); refuse anything that is not.
   for (const std::string* n : {&k.pod_name, &k.pod_namespace, &k.container_name}) {
     if (!n->empty()) PODSHIM_TRY(check_token("pod or container name", *n, 253));
   }
   return k;
+}
+
+std::string_view usage() {
+  return "Usage: podshim-hook [--strict] [--socket PATH] [--timeout-ms MS] [--record FILE] [--no-seccomp]\n"
+         "                    createRuntime|prestart|poststop\n"
+         "       podshim-hook --help\n"
+         "\n"
+         "The OCI hook for CRI-O/podman hooks.d (and podshimd's NRI mode). Reads the OCI\n"
+         "state from stdin. createRuntime (or prestart, the same): label CDI mounts, check\n"
+         "injected devices, register the container with podshimd. poststop: deregister it.\n"
+         "\n"
+         "  --strict         fail the container when podshimd does not take the registration\n"
+         "  --socket PATH    podshimd's status socket (default /run/podshim/podshim.sock)\n"
+         "  --timeout-ms MS  how long to wait for podshimd, 1..30000 (default 500)\n"
+         "  --record FILE    append one JSON line describing the parsed state (debugging)\n"
+         "  --no-seccomp     do not install the syscall allow-list (debugging)\n"
+         "  --help           this text\n"
+         "\n"
+         "Container ids and pod uids: 1..128 characters of [A-Za-z0-9_.-], not starting\n"
+         "with '.' (podshimd's limits). See podshim-hook(8).\n";
 }
 
 Result<Options> parse_args(const std::vector<std::string_view>& args) {
@@ -108,7 +128,10 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
       if (i + 1 >= args.size()) return fail(EINVAL, "{} needs a value", flag);
       return args[++i];
     };
-    if (a == "--strict") {
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    } else if (a == "--strict") {
       o.strict = true;
     } else if (a == "--no-seccomp") {
       o.no_seccomp = true;

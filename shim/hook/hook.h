@@ -40,7 +40,11 @@ struct Options {
   std::string record_path;
   // Skip the syscall allow-list (debugging; docs/security.md).
   bool no_seccomp = false;
+  bool help = false;  // --help: print usage() and exit 0
 };
+
+// The --help text.
+std::string_view usage();
 
 // The seams: production passes "/" and the socket registrar and SELinux
 // labeler; tests pass a temp root, a fake or real socket, a recording labeler.
@@ -79,7 +83,7 @@ Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& ann
 Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps& deps);
 
 // Parses argv (without argv[0]): [--strict] [--socket PATH] [--timeout-ms N]
-// [--record FILE] STAGE.
+// [--record FILE] [--no-seccomp] STAGE, or --help alone.
 Result<Options> parse_args(const std::vector<std::string_view>& args);
 
 }  // namespace podshim::hook

@@ -17,8 +17,9 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "shim/hook/hook.h"
+#include "shim/hook/journal_lazy.h"
+#include "shim/hook/seccomp_bpf.h"
 #include "shim/security/caps.h"
-#include "shim/security/seccomp.h"
 
 namespace hook = podshim::hook;
 namespace plog = podshim::log;
@@ -37,15 +38,29 @@ plog::Target pick_log_target() {
   return plog::Target::Auto;
 }
 
+// Whether logging may reach the journal: then libsystemd must be loaded
+// before the seccomp filter is in place (journal_lazy.cc).
+bool may_log_to_journal(plog::Target t) {
+  if (t == plog::Target::Journal) return true;
+  if (t != plog::Target::Auto) return false;
+  return ::fcntl(STDERR_FILENO, F_GETFD) < 0 || ::getenv("JOURNAL_STREAM") != nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  plog::init(pick_log_target(), plog::Level::Notice, "podshim-hook");
+  const plog::Target target = pick_log_target();
+  if (may_log_to_journal(target)) (void)hook::preload_journal();
+  plog::init(target, plog::Level::Notice, "podshim-hook");
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto opts = hook::parse_args(args);
   if (!opts) {
     plog::err("podshim-hook: {}", opts.error().message);
     return 2;
+  }
+  if (opts->help) {
+    (void)!::write(STDOUT_FILENO, hook::usage().data(), hook::usage().size());
+    return 0;
   }
   // Least privilege before reading anything a runtime hands us: keep only
   // what relabelling needs (docs/security.md), then confine the syscalls.
@@ -54,7 +69,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!opts->no_seccomp) {
-    if (auto r = podshim::security::install_seccomp(podshim::security::hook_profile()); !r) {
+    // The filter was compiled from security::hook_profile() at build time.
+    if (auto r = hook::install_hook_seccomp(); !r) {
       plog::err("podshim-hook: installing the seccomp filter: {}", r.error().message);
       return 1;
     }

@@ -96,6 +96,24 @@ Result<void> check_token(std::string_view what, std::string_view value, size_t m
   return {};
 }
 
+Result<void> check_id(std::string_view what, std::string_view value) {
+  if (value.empty()) return fail(EINVAL, "{} is empty", what);
+  std::string_view shown = value.size() <= 80 ? value : value.substr(0, 80);
+  if (value.size() > kMaxIdBytes) {
+    return fail(EINVAL, "{} '{}...' is longer than {} characters ({})", what, value.substr(0, 32), kMaxIdBytes,
+                value.size());
+  }
+  if (value.front() == '.') return fail(EINVAL, "{} '{}' must not start with '.'", what, shown);
+  for (unsigned char c : value) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.';
+    if (!ok) {
+      return fail(EINVAL, "{} '{}' contains a character outside [A-Za-z0-9_.-] (0x{:02x})", what, shown, c);
+    }
+  }
+  return {};
+}
+
 Result<OciState> parse_state(std::string_view text) {
   if (text.size() > kMaxStateBytes)
     return fail(EFBIG, "OCI state is larger than {} bytes", kMaxStateBytes);
@@ -112,8 +130,9 @@ Result<OciState> parse_state(std::string_view text) {
   if (!doc->contains("id")) return fail(EINVAL, "OCI state has no 'id'");
   auto id = opt_string(*doc, "id", where);
   if (!id) return Unexpected(id.error());
-  // runc caps ids by its own regexp; 1024 is far above any real runtime's id.
-  if (auto r = check_token("OCI state 'id'", *id, 1024); !r) return Unexpected(r.error());
+  // podshimd's id rule (runc's own allows '+' and any length; CRI-O and
+  // podman ids are 64 hex digits).
+  if (auto r = check_id("OCI state 'id'", *id); !r) return Unexpected(r.error());
   st.id = std::move(*id);
 
   auto status = opt_string(*doc, "status", where);

@@ -79,4 +79,11 @@ Result<std::string> read_bundle_config(const std::string& bundle);
 // bytes, printable ASCII without spaces or '/'. `what` names it in errors.
 Result<void> check_token(std::string_view what, std::string_view value, size_t max);
 
+// A container id or pod uid as podshimd takes it (shim/core validate_id):
+// 1..128 characters of [A-Za-z0-9_.-], not starting with '.'. Checked here so
+// the hook refuses what podshimd would refuse instead of starting the
+// container unregistered.
+inline constexpr size_t kMaxIdBytes = 128;
+Result<void> check_id(std::string_view what, std::string_view value);
+
 }  // namespace podshim::hook

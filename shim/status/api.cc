@@ -1,8 +1,17 @@
 #include "shim/status/api.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/log.h"
+#include "base/unique_fd.h"
+#include "cgroup/path.h"
 #include "base/str.h"
 #include "shim/core/json.h"
 #include "shim/core/quantity.h"
@@ -13,13 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-Result<json> parse_body(std::string_view body) {
-  if (str::trim(body).empty()) return fail(EINVAL, "request body is empty");
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return fail(EINVAL, "request body is not valid JSON");
-  if (!j.is_object()) return fail(EINVAL, "request body must be a JSON object");
-  return j;
-}
+Result<json> parse_body(std::string_view body) { return parse_json_object(body); }
 
 Result<void> only_keys(const json& j, std::string_view where, std::initializer_list<std::string_view> known) {
   if (!j.is_object()) return fail(EINVAL, "'{}' must be an object", where);
@@ -141,6 +144,48 @@ json pod_json(const core::Pod& p, const std::vector<core::Container>& cs, bool f
 
 }  // namespace
 
+Result<json> parse_json_object(std::string_view body) {
+  if (str::trim(body).empty()) return fail(EINVAL, "request body is empty");
+  // One set of keys per open object; the callback sees keys in order.
+  std::vector<std::set<std::string>> open;
+  std::string dup;
+  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start: open.emplace_back(); break;
+      case json::parse_event_t::object_end: if (!open.empty()) open.pop_back(); break;
+      case json::parse_event_t::key:
+        if (!open.empty() && parsed.is_string() && !open.back().insert(parsed.get<std::string>()).second &&
+            dup.empty()) {
+          dup = parsed.get<std::string>();
+        }
+        break;
+      default: break;
+    }
+    return true;
+  };
+  json j = json::parse(body, cb, false);
+  if (j.is_discarded()) return fail(EINVAL, "request body is not valid JSON");
+  if (!dup.empty()) return fail(EINVAL, "request body repeats the key '{}'", dup);
+  if (!j.is_object()) return fail(EINVAL, "request body must be a JSON object");
+  return j;
+}
+
+std::string allowed_methods(std::string_view path) {
+  if (path == "/healthz" || path == "/readyz") return "GET, HEAD";
+  if (path == "/metrics" || path == "/v1/watch") return "GET";
+  if (str::starts_with(path, "/v1/")) {
+    auto parts = str::split(path.substr(4), '/');
+    bool pods = !parts.empty() && parts[0] == "pods";
+    bool ctrs = !parts.empty() && parts[0] == "containers";
+    if (pods || ctrs) {
+      if (parts.size() == 1) return ctrs ? "GET, HEAD, POST" : "GET, HEAD";
+      if (parts.size() == 2) return ctrs ? "GET, HEAD, DELETE" : "GET, HEAD";
+      if (parts.size() == 3 && parts[2] == "resize") return "POST";
+    }
+  }
+  return "GET, HEAD, POST, DELETE";
+}
+
 Reply error_reply(int status, std::string_view message) {
   return Reply{status, "application/json", json{{"error", message}}.dump() + "\n"};
 }
@@ -173,15 +218,18 @@ Result<core::PodResize> parse_pod_resize(std::string_view body) {
   return r;
 }
 
-Reply Api::handle(std::string_view method, std::string_view path, std::string_view body, const Peer& peer) {
+Reply Api::handle(std::string_view method_in, std::string_view path, std::string_view body, const Peer& peer) {
   (void)peer;
-  if (path == "/healthz") return method == "GET" || method == "HEAD" ? Reply{200, "text/plain", "ok\n"} : error_reply(405, "use GET");
+  // HEAD is GET without the body (the server drops it).
+  std::string_view method = method_in == "HEAD" ? std::string_view("GET") : method_in;
+  if (path == "/healthz") return method == "GET" ? Reply{200, "text/plain", "ok\n"} : error_reply(405, "use GET");
   if (path == "/readyz") {
-    if (method != "GET" && method != "HEAD") return error_reply(405, "use GET");
+    if (method != "GET") return error_reply(405, "use GET");
     bool ready = !deps_.ready || deps_.ready();
     return ready ? Reply{200, "text/plain", "ok\n"} : Reply{503, "text/plain", "not ready\n"};
   }
-  if (path == "/metrics") return method == "GET" ? metrics() : error_reply(405, "use GET");
+  if (path == "/metrics") return method_in == "GET" ? metrics() : error_reply(405, "use GET");
+  if (path == "/v1/watch") return error_reply(405, "use GET");
   if (!str::starts_with(path, "/v1/")) return error_reply(404, fmt::format("no such endpoint {}", path));
   auto parts = str::split(path.substr(4), '/');
   if (parts.empty()) return error_reply(404, "no such endpoint");
@@ -193,12 +241,12 @@ Reply Api::handle(std::string_view method, std::string_view path, std::string_vi
   if (parts.size() == 1) {
     if (method == "GET") return kind == "pods" ? get_pods({}) : get_containers({});
     if (method == "POST" && kind == "containers") return register_container(body);
-    return error_reply(405, fmt::format("{} is not supported on {}", method, path));
+    return error_reply(405, fmt::format("{} is not supported on {}", method_in, path));
   }
   if (parts.size() == 2) {
     if (method == "GET") return kind == "pods" ? get_pods(parts[1]) : get_containers(parts[1]);
     if (method == "DELETE" && kind == "containers") return deregister_container(parts[1]);
-    return error_reply(405, fmt::format("{} is not supported on {}", method, path));
+    return error_reply(405, fmt::format("{} is not supported on {}", method_in, path));
   }
   if (parts.size() == 3 && parts[2] == "resize") {
     if (method != "POST") return error_reply(405, "use POST");
@@ -264,7 +312,13 @@ Reply Api::register_container(std::string_view body) {
                           {"state", &c.state}}) {
     auto v = str_field(key, false);
     if (!v) return error_reply(400, v.error().message);
-    if (!v->empty()) *dst = *v;
+    if (v->empty()) continue;
+    if (std::string_view(key) == "cgroupPath") {
+      // Checked now, not at the first resize: a path that could never be
+      // resized is refused while the hook can still report it.
+      if (auto ok = check_cgroup_path(key, *v); !ok) return error_reply(400, ok.error().message);
+    }
+    *dst = *v;
   }
   if (!c.pod_uid.empty()) {
     if (auto v = core::validate_id("pod uid", c.pod_uid); !v) return error_reply(400, v.error().message);
@@ -306,6 +360,9 @@ Reply Api::register_container(std::string_view body) {
     if (!name || !ns || !pcg) return error_reply(400, "podName, podNamespace and podCgroupPath must be strings");
     p.name = *name;
     p.namespace_ = *ns;
+    if (!pcg->empty()) {
+      if (auto ok = check_cgroup_path("podCgroupPath", *pcg); !ok) return error_reply(400, ok.error().message);
+    }
     p.cgroup_path = *pcg;
     if (auto r = deps_.store->upsert_pod(p); !r) return error_reply(500, r.error().message);
   }
@@ -320,6 +377,40 @@ Reply Api::register_container(std::string_view body) {
     }
   }
   return json_reply(existed ? 200 : 201, core::to_json(c));
+}
+
+Result<std::string> Api::check_cgroup_path(std::string_view field, std::string_view path) {
+  auto shown = [](std::string_view p) {
+    std::string o;
+    for (unsigned char ch : p.substr(0, 200)) o += ch < 0x20 || ch == 0x7f ? fmt::format("\\x{:02x}", ch) : std::string(1, ch);
+    return o;
+  };
+  if (path.find('\0') != std::string_view::npos) {
+    return fail(EINVAL, "field '{}': cgroup path '{}' contains a NUL byte", field, shown(path));
+  }
+  auto loc = cgroup::resolve_cgroup_path(path, deps_.cgroup_driver);
+  if (!loc) return fail(EINVAL, "field '{}': {}", field, loc.error().message);
+  if (deps_.cgroup_root.empty()) return loc->relpath;
+  // The cgroup must exist now, as a real directory beneath the root, reached
+  // without any symlink (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).
+  UniqueFd root(open(deps_.cgroup_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail_errno("opening the cgroup root {}", deps_.cgroup_root);
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;  // a final symlink: ELOOP from RESOLVE_NO_SYMLINKS
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long fd = syscall(SYS_openat2, root.get(), loc->relpath.c_str(), &how, sizeof(how));
+  if (fd < 0) {
+    int e = errno;
+    std::string_view why = e == ENOENT   ? "does not exist"
+                           : e == ELOOP  ? "is or passes through a symlink"
+                           : e == ENOTDIR ? "is not a directory"
+                           : e == EXDEV  ? "leaves the cgroup root"
+                                         : strerror(e);
+    return fail(EINVAL, "field '{}': cgroup '{}' ({} under {}) {}", field, shown(path), loc->relpath,
+                deps_.cgroup_root, why);
+  }
+  close(static_cast<int>(fd));
+  return loc->relpath;
 }
 
 Reply Api::deregister_container(std::string_view id) {

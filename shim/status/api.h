@@ -2,6 +2,7 @@
 // can be tested directly: (method, path, body, peer) → reply.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,19 @@ struct Reply {
 
 // {"error": message} with the given status.
 Reply error_reply(int status, std::string_view message);
+
+// The methods `path` answers to, for a 405's Allow header ("GET, HEAD").
+std::string allowed_methods(std::string_view path);
+
+// The one path a request target stands for, or an error naming the target:
+// refuses raw or percent-encoded NUL and control bytes, malformed escapes,
+// encoded '/', '%', '?' or '#', empty and dot segments, a trailing '/'. The
+// query is dropped. (Defined with the server, which routes on its result.)
+Result<std::string> canonical_path(std::string_view target);
+
+// Parses a request body as one JSON object; a key that appears twice in any
+// object is an error naming it (nlohmann::json keeps the last one silently).
+Result<nlohmann::json> parse_json_object(std::string_view body);
 
 // Parses a resize body for one container:
 //   {"resources": {"requests": {"cpu": "500m", "memory": "128Mi"},
@@ -46,6 +60,7 @@ class Api {
   Reply resize_container(std::string_view id, std::string_view body);
   Reply resize_pod(std::string_view uid, std::string_view body);
   Reply metrics();
+  Result<std::string> check_cgroup_path(std::string_view field, std::string_view path);
 
   ServerDeps deps_;
 };

@@ -1,14 +1,17 @@
-// podshimd's status socket: HTTP/1.1 + JSON on a unix socket, served by
-// libmicrohttpd on the daemon's sd-event loop.
+// podshimd's status socket: HTTP/1.1 + JSON on a unix socket, served by a
+// small bounded HTTP/1.1 server of our own on the daemon's sd-event loop
+// (server.cc says why not libmicrohttpd).
 //
-// Integration: MHD runs with MHD_USE_EPOLL and no threads of its own. Its
-// epoll fd (MHD_DAEMON_INFO_EPOLL_FD) is one sd-event io source; each wake-up
-// calls MHD_run(), after which a one-shot CLOCK_MONOTONIC source is re-armed
-// from MHD_get_timeout() so idle and slow clients are timed out without a
-// poll loop. /v1/watch responses are produced by a content-reader callback
-// that suspends its connection (MHD_ALLOW_SUSPEND_RESUME) when it has nothing
-// to send; a store event queues a line and resumes it, and MHD's inter-thread
-// eventfd (part of the same epoll set) wakes the loop.
+// Bounds a client cannot stretch: the request head must be complete within
+// `timeout` of the connection's start (or of the previous response), the
+// body within `timeout` of the end of the head, and a response must be read
+// within `timeout`; these are totals, not idle timers. Connections are
+// counted per peer uid (SO_PEERCRED): a non-root uid may hold at most
+// `max_connections_per_uid`, and `reserved_root_connections` of
+// `max_connections` are only ever given to uid 0 (podshimctl as root and
+// podshim-hook, which the runtime runs as root) and never to a /v1/watch
+// stream, so they turn over within one deadline. A connection over a limit
+// is answered 503 at once and closed.
 //
 // Endpoints:
 //   GET  /healthz, /readyz, /metrics
@@ -28,6 +31,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "cgroup/path.h"
 #include "shim/core/config.h"
 #include "shim/core/metrics.h"
 #include "shim/core/resize.h"
@@ -43,9 +47,12 @@ struct ServerOptions {
   std::optional<gid_t> socket_gid;  // chown the socket to root:<gid>
   mode_t socket_mode = 0660;
   AccessPolicy policy;
-  std::chrono::seconds timeout{10};
-  size_t max_body_bytes = 1 << 20;
+  std::chrono::milliseconds timeout{10000};  // total for the head, for the body, for a reply
+  size_t max_header_bytes = 16 << 10;         // request line + headers; over it: 431
+  size_t max_body_bytes = 1 << 20;            // POST bodies; GET/HEAD/DELETE take none
   unsigned max_connections = 256;
+  unsigned max_connections_per_uid = 0;       // non-root uids; 0: (max - reserved) / 4, at least 1
+  unsigned reserved_root_connections = 0;     // 0: max / 8, at least 2 (at most max / 2)
   // A watcher that falls this far behind is disconnected (it can re-list).
   size_t max_watch_backlog_bytes = 16 << 20;
 };
@@ -61,14 +68,18 @@ struct ServerDeps {
   std::function<bool()> ready;             // /readyz; null means ready
   std::function<void()> before_metrics;    // refresh gauges before /metrics
   std::function<void(std::string&)> extra_metrics;  // appends families to /metrics
+  // Registration checks a cgroup path beneath this root (a real directory,
+  // reached without symlinks). Empty: only the path's form is checked.
+  std::string cgroup_root;
+  cgroup::DriverKind cgroup_driver = cgroup::DriverKind::Auto;
 };
 
 class Server {
  public:
   // Creates the socket (replacing a stale one, refusing when another server
-  // answers on it), starts MHD and attaches it to `loop`.
+  // answers on it) and serves it on `loop`.
   static Result<std::unique_ptr<Server>> start(sd_event* loop, ServerOptions opts, ServerDeps deps);
-  ~Server();  // ends watch streams, stops MHD, removes the socket
+  ~Server();  // ends watch streams, closes every connection, removes the socket
 
   // Replaces the access rules (SIGHUP reload).
   void set_policy(AccessPolicy p);

@@ -169,6 +169,21 @@ TEST_F(HookExe, UsageErrorsExitTwo) {
   EXPECT_NE(r.err.find("unknown hook stage 'bogus-stage'"), std::string::npos);
 }
 
+TEST_F(HookExe, HelpPrintsUsageAndExitsZero) {
+  Ran r = run_hook({"--help"}, "");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(HookExe, OverlongIdIsRefusedBeforeRegistering) {
+  auto st = make_state(bundle());
+  st["id"] = std::string(300, 'a');
+  Ran r = run_hook({"--socket", sock(), "createRuntime"}, st.dump());
+  EXPECT_EQ(r.status, 1);
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("longer than 128"), std::string::npos) << r.err;
+}
+
 TEST_F(HookExe, NoServerSkipsAndExitsZero) {
   Ran r = run_hook({"--socket", sock(), "--timeout-ms", "300", "createRuntime"},
                    make_state(bundle()).dump());

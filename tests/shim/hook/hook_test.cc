@@ -33,6 +33,14 @@ TEST(ParseState, Valid) {
   EXPECT_EQ(st->annotations.at("a"), "b");
 }
 
+json with(json j, const char* key, json v);
+
+TEST(ParseState, IdAtTheLimit) {
+  auto st = parse_state(with(make_state("/b"), "id", std::string(128, 'a')).dump());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->id.size(), 128u);
+}
+
 TEST(ParseState, PidMayBeAbsent) {
   json s = make_state("/b", "stopped");
   s.erase("pid");
@@ -72,7 +80,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadState{"array", "[1,2]", "not a JSON object"},
         BadState{"noid", without(make_state("/b"), "id").dump(), "no 'id'"},
         BadState{"emptyid", with(make_state("/b"), "id", "").dump(), "'id' is empty"},
-        BadState{"idslash", with(make_state("/b"), "id", "a/b").dump(), "not allowed"},
+        BadState{"idslash", with(make_state("/b"), "id", "a/b").dump(), "outside [A-Za-z0-9_.-]"},
+        // podshimd's limits (issue 18): 128 characters, [A-Za-z0-9_.-], no leading '.'.
+        BadState{"id300", with(make_state("/b"), "id", std::string(300, 'a')).dump(), "longer than 128"},
+        BadState{"id129", with(make_state("/b"), "id", std::string(129, 'a')).dump(), "longer than 128"},
+        BadState{"iddot", with(make_state("/b"), "id", ".hidden").dump(), "must not start with '.'"},
+        BadState{"idplus", with(make_state("/b"), "id", "a+b").dump(), "outside [A-Za-z0-9_.-]"},
+        BadState{"idfullwidth", with(make_state("/b"), "id", "c\xef\xbc\x91").dump(), "outside [A-Za-z0-9_.-]"},
+        BadState{"idcyrillic", with(make_state("/b"), "id", "\xd1\x81tr1").dump(), "outside [A-Za-z0-9_.-]"},
         BadState{"idnum", with(make_state("/b"), "id", 5).dump(), "'id' is not a string"},
         BadState{"nobundle", without(make_state("/b"), "bundle").dump(), "no 'bundle'"},
         BadState{"relbundle", make_state("run/b").dump(), "not an absolute path"},
@@ -289,6 +304,10 @@ TEST(ParseArgs, StagesAndFlags) {
   EXPECT_FALSE(parse_args({"--timeout-ms"}));
   EXPECT_FALSE(parse_args({"--socket", "rel", "poststop"}));
   EXPECT_FALSE(parse_args({"--bogus", "poststop"}));
+  auto h = parse_args({"--help"});
+  ASSERT_TRUE(h) << h.error().message;
+  EXPECT_TRUE(h->help);
+  EXPECT_NE(usage().find("prestart"), std::string_view::npos);
 }
 
 // ---------------------------------------------------------------- run()

@@ -1,6 +1,7 @@
 // The status socket over a real unix socket: the server runs in-process on its
 // own sd-event loop in a thread; requests go through the client library.
 #include <fcntl.h>
+#include <poll.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -371,6 +372,94 @@ TEST_F(ServerTest, AccessControlFromPeerCredentials) {
   EXPECT_NE(text.find("denied DELETE /v1/containers/c1 to uid 65534"), std::string::npos) << text;
   EXPECT_NE(text.find("denied GET /healthz to uid 65534"), std::string::npos) << text;
   EXPECT_EQ(metrics.http_denied.value(), 3);
+}
+
+TEST_F(ServerTest, DeadlineIsATotalNotAnIdleTimer) {
+  start(opts());  // timeout 1 s
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strcpy(sa.sun_path, sock.c_str());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+  std::string got;
+  // A header line every 200 ms for up to 10 s: an idle timer would never fire.
+  for (int i = 0; i < 50 && got.empty(); ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 200) > 0) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+      break;
+    }
+    (void)!send(fd, "X-A: 1\r\n", 8, MSG_NOSIGNAL);
+  }
+  close(fd);
+  EXPECT_NE(got.find(" 408 "), std::string::npos) << got;
+  EXPECT_NE(got.find("request head not complete within 1000 ms"), std::string::npos) << got;
+  healthy();
+}
+
+TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderAndStrictHeaders) {
+  start(opts());
+  register_c("c1");
+  std::string r = raw("GET /healthz HTTP/1.1\r\n\r\nHEAD /v1/containers/c1 HTTP/1.1\r\n\r\n"
+                      "GET /v1/containers/nope HTTP/1.1\r\n\r\nBREW /v1/containers/c1 HTTP/1.1\r\n\r\n"
+                      "GET /healthz HTTP/1.1\r\n\r\n");
+  auto p1 = r.find("HTTP/1.1 200 OK"), p2 = r.find("HTTP/1.1 200 OK", p1 + 1), p3 = r.find("HTTP/1.1 404"),
+       p4 = r.find("HTTP/1.1 405");
+  ASSERT_NE(p1, std::string::npos) << r;
+  ASSERT_NE(p2, std::string::npos) << r;
+  ASSERT_NE(p3, std::string::npos) << r;
+  ASSERT_NE(p4, std::string::npos) << r;
+  EXPECT_TRUE(p1 < p2 && p2 < p3 && p3 < p4) << r;
+  EXPECT_NE(r.find("Allow: GET, HEAD, DELETE\r\n"), std::string::npos) << r;
+  // HEAD: the length of the GET body, but no body (the next thing is the 404).
+  EXPECT_EQ(r.substr(r.find("\r\n\r\n", p2) + 4, 12), "HTTP/1.1 404") << r;
+  // The 405 closed the connection: the last /healthz was not answered.
+  EXPECT_EQ(r.find("HTTP/1.1", p4 + 1), std::string::npos) << r;
+
+  struct Case { std::string req; const char* want; };
+  for (const auto& c : {Case{"GET /v1/containers/c1%00x HTTP/1.1\r\n\r\n", " 400 "},
+                        Case{std::string("GET /v1/containers/c1\0 HTTP/1.1\r\n\r\n", 36), " 400 "},
+                        Case{"POST /v1/containers HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", " 400 "},
+                        Case{"POST /v1/containers HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", " 501 "},
+                        Case{"get /healthz HTTP/1.1\r\n\r\n", " 405 "},
+                        Case{"GET /healthz HTTP/3\r\n\r\n", " 400 "},
+                        Case{"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", " 413 "}}) {
+    std::string out = raw(c.req);
+    EXPECT_NE(out.find(c.want), std::string::npos) << c.req << " -> " << out;
+  }
+  healthy();
+}
+
+TEST(CanonicalPath, OneFormOrAnErrorNamingTheTarget) {
+  EXPECT_EQ(*canonical_path("/healthz"), "/healthz");
+  EXPECT_EQ(*canonical_path("/"), "/");
+  EXPECT_EQ(*canonical_path("/v1/containers?x=1"), "/v1/containers");
+  EXPECT_EQ(*canonical_path("/v1/contain%65rs/c1"), "/v1/containers/c1");
+  for (std::string bad : std::vector<std::string>{"/v1/containers/c1%00x", std::string("/v1/c\0x", 8), "/v1/%2e%2e", "/v1/a%2Fb", "/v1//x",
+                          "/v1/x/", "/v1/x%zz", "/v1/x%4", "http://h/x", "*", "/v1/x%25", "/v1/x#f", "/v1/./x",
+                          "/v1/x%0a"}) {
+    auto r = canonical_path(bad);
+    ASSERT_FALSE(r) << bad;
+    std::string shown = bad.substr(0, bad.find('\0'));
+    if (auto q = shown.find('?'); q != std::string::npos) shown = shown.substr(0, q);
+    EXPECT_NE(r.error().message.find(shown), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(ParseJsonObject, DuplicateKeysAreNamed) {
+  auto a = parse_json_object(R"({"memory":"128Mi","memory":"200Mi"})");
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message.find("'memory'"), std::string::npos) << a.error().message;
+  auto b = parse_json_object(R"({"resources":{"limits":{"cpu":"1","cpu":"2"}}})");
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("'cpu'"), std::string::npos) << b.error().message;
+  // The same key in sibling objects is no duplicate.
+  EXPECT_TRUE(parse_json_object(R"({"a":{"cpu":"1"},"b":{"cpu":"1"},"c":[{"x":1},{"x":2}]})"));
+  EXPECT_EQ(allowed_methods("/v1/containers/x/resize"), "POST");
+  EXPECT_EQ(allowed_methods("/v1/containers"), "GET, HEAD, POST");
 }
 
 TEST(AccessPolicy, FirstMatchingRuleDecides) {

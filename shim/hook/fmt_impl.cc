@@ -1,0 +1,17 @@
+// {fmt}'s out-of-line functions, compiled into podshim-hook itself so the hook
+// does not load libfmt.so, which in turn loads libstdc++.so (issue 18 §6: the
+// dynamic loader's work on a hook that runs for every container start).
+// format-inl.h is the implementation header libfmt-dev installs for this
+// purpose; the two explicit instantiations are the locale helpers the
+// formatting templates call and the shared library would otherwise supply.
+// Only podshim-hook links this file; everything else uses libfmt.so.
+#include <fmt/format-inl.h>
+
+namespace fmt {
+inline namespace v9 {
+namespace detail {
+template auto thousands_sep_impl<char>(locale_ref) -> thousands_sep_result<char>;
+template auto decimal_point_impl<char>(locale_ref) -> char;
+}  // namespace detail
+}  // namespace v9
+}  // namespace fmt
