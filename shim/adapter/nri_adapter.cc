@@ -178,7 +178,7 @@ Result<void> NriAdapter::guard(const std::string& id, const std::string& cgroup_
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_) metrics_->resize_latency.observe({}, secs);
   if (!r) {
-    const bool refused = cgroup::is_shrink_refused(r.error());
+    const bool refused = r.error().kind == ErrorKind::ShrinkRefused;
     if (metrics_) {
       metrics_->resize_requests.inc({{"result", refused ? "refused" : "error"}});
       if (refused) metrics_->shrinks_refused.inc();
@@ -362,7 +362,5 @@ Result<cgroup::ResizeReport> NriActuator::apply(const cgroup::PodResizeRequest& 
 Result<cgroup::Actual> NriActuator::read_actual(const std::string& cgroup_path) {
   return engine_.read_actual(cgroup_path);
 }
-
-bool NriActuator::is_shrink_refused(const Error& e) const { return cgroup::is_shrink_refused(e); }
 
 }  // namespace podshim::adapter

@@ -103,7 +103,6 @@ class NriActuator : public core::Actuator {
   NriActuator(cgroup::Engine& engine, nri::Plugin* plugin);
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
-  bool is_shrink_refused(const Error& e) const override;
   void set_plugin(nri::Plugin* p) { plugin_ = p; }
 
  private:

@@ -19,7 +19,6 @@ class EngineActuator : public Actuator {
 
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
-  bool is_shrink_refused(const Error& e) const override;
   cgroup::Engine& engine() { return *engine_; }
 
  private:

@@ -64,8 +64,8 @@ Signals:
   SIGHUP               reload the configuration; a bad file is logged and the
                        running configuration kept. socket.path, state_dir and
                        cgroup.* take effect only after a restart.
-  SIGTERM, SIGINT      shut down cleanly (state is already durable; the socket
-                       is removed)
+  SIGTERM, SIGINT      shut down cleanly (hooks-only registrations are already
+                       durable; the socket is removed)
 
 Exit status: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 )";
@@ -231,13 +231,20 @@ int run(Daemon& d) {
     std::printf("configuration OK\n");
     return 0;
   }
-  auto store = core::Store::open(d.cfg.state_dir);
-  if (!store) {
-    log::err("Opening state failed: {}", store.error().message);
-    return 1;
+  // NRI mode keeps the model in memory only: the runtime resends every pod
+  // and container in Synchronize (see the rule in shim/core/state.h).
+  // Hooks-only mode has no runtime to ask again and persists registrations.
+  if (d.cfg.nri_enabled) {
+    d.store = core::Store::in_memory();
+  } else {
+    auto store = core::Store::open(d.cfg.state_dir);
+    if (!store) {
+      log::err("Opening state failed: {}", store.error().message);
+      return 1;
+    }
+    d.store = std::move(*store);
+    for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
   }
-  d.store = std::move(*store);
-  for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
   auto alloc = allocatable(d.cfg);
   if (!alloc) {
     log::err("{}", alloc.error().message);
