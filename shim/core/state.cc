@@ -355,6 +355,16 @@ std::vector<Container> Store::containers_of(std::string_view pod_uid) const {
   return out;
 }
 
+void Store::for_each_pod(const std::function<void(const Pod&)>& fn) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [k, v] : pods_) fn(v);
+}
+
+void Store::for_each_container(const std::function<void(const Container&)>& fn) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [k, v] : containers_) fn(v);
+}
+
 size_t Store::container_count() const {
   std::lock_guard lk(mu_);
   return containers_.size();

@@ -201,6 +201,10 @@ class Store {
   std::vector<Container> containers() const;
   std::vector<Container> containers_of(std::string_view pod_uid) const;
   size_t container_count() const;
+  // Visits every object under the store's lock, without copying it; `fn`
+  // must not call back into the store.
+  void for_each_pod(const std::function<void(const Pod&)>& fn) const;
+  void for_each_container(const std::function<void(const Container&)>& fn) const;
 
   // Groups many writes (NRI Synchronize brings thousands of objects and must
   // answer within the runtime's 2 s request timeout); closing the outermost

@@ -19,9 +19,7 @@
 #include "shim/security/caps.h"
 #include "shim/security/seccomp.h"
 #include "shim/status/server.h"
-#ifdef PODSHIM_WITH_NRI
 #include "shim/daemon/nri_glue.h"
-#endif
 
 namespace {
 
@@ -87,9 +85,7 @@ struct Daemon {
   std::unique_ptr<core::Actuator> actuator;
   std::unique_ptr<core::ResizeManager> resize;
   std::unique_ptr<status::Server> server;
-#ifdef PODSHIM_WITH_NRI
   std::unique_ptr<daemon::NriMode> nri;
-#endif
   sd_event* loop = nullptr;
   bool ready = false;
 };
@@ -283,7 +279,6 @@ int run(Daemon& d) {
 
   core::Actuator* actuator = d.actuator.get();
   if (d.cfg.nri_enabled) {
-#ifdef PODSHIM_WITH_NRI
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics);
     if (!nri) {
@@ -292,10 +287,6 @@ int run(Daemon& d) {
     }
     d.nri = std::move(*nri);
     actuator = &d.nri->actuator();
-#else
-    log::err("NRI mode requested, but this podshimd was built without NRI support; use --nri=off");
-    return 2;
-#endif
   }
   d.resize = std::make_unique<core::ResizeManager>(*d.store, *actuator, *alloc, &d.metrics);
 
@@ -331,9 +322,7 @@ int run(Daemon& d) {
   sd_notify(0, "READY=1\nSTATUS=serving");
   r = sd_event_loop(d.loop);
   d.server.reset();  // ends watch streams, removes the socket
-#ifdef PODSHIM_WITH_NRI
   d.nri.reset();
-#endif
   sd_event_unref(d.loop);
   if (r < 0) {
     log::err("Event loop failed: {}", errno_string(-r));

@@ -21,6 +21,9 @@ Result<uint32_t> Handlers::configure(const api::ConfigureRequest&, const Runtime
 Result<void> Handlers::synchronize(const api::SynchronizeRequest&, api::SynchronizeResponse*) {
   return {};
 }
+Result<void> Handlers::synchronize_page(const api::SynchronizeRequest&, bool, api::SynchronizeResponse*) {
+  return fail(ENOTSUP, "this plugin takes Synchronize in one piece");
+}
 Result<void> Handlers::create_container(const api::PodSandbox&, const api::Container&,
                                         api::CreateContainerResponse*) {
   return {};
@@ -48,7 +51,6 @@ void Handlers::post_start_container(const api::PodSandbox&, const api::Container
 void Handlers::post_update_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::remove_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::on_ready() {}
-void Handlers::on_shutdown() {}
 void Handlers::on_connection_error(const Error&, bool) {}
 
 // ---- options ------------------------------------------------------------------------
@@ -254,10 +256,7 @@ CallResult Plugin::dispatch(const ttrpc::Request& req) {
   if (m == "Configure") return do_configure(p);
   if (m == "Synchronize") return do_synchronize(p);
   if (m == "StateChange") return do_state_change(p);
-  if (m == "Shutdown") {
-    handlers_.on_shutdown();
-    return empty_reply();
-  }
+  if (m == "Shutdown") return empty_reply();
   if (m == "CreateContainer") {
     api::CreateContainerRequest r;
     if (!parse(p, &r)) return bad_payload(m);
@@ -325,7 +324,6 @@ CallResult Plugin::do_configure(const std::string& payload) {
   api::ConfigureRequest req;
   if (!parse(payload, &req)) return bad_payload("Configure");
   runtime_ = runtime_info(req);
-  if (opts_.assume_valid_events != 0) runtime_.valid_events = opts_.assume_valid_events;
   auto want = handlers_.configure(req, runtime_);
   if (!want) return error_reply(want.error());
   const uint32_t mask = *want & runtime_.valid_events;
@@ -345,6 +343,18 @@ CallResult Plugin::do_configure(const std::string& payload) {
 CallResult Plugin::do_synchronize(const std::string& payload) {
   api::SynchronizeRequest page;
   if (!parse(payload, &page)) return bad_payload("Synchronize");
+  if (handlers_.synchronize_by_page()) {
+    api::SynchronizeResponse resp;
+    auto h = handlers_.synchronize_page(page, page.more(), &resp);
+    if (!h) return error_reply(h.error());
+    resp.set_more(page.more());
+    if (!page.more()) {
+      state_ = PluginState::Ready;
+      attempts_ = 0;
+      handlers_.on_ready();
+    }
+    return reply(resp);
+  }
   // Move, not copy: 3000 containers are megabytes.
   for (auto& pod : *page.mutable_pods()) sync_pages_.add_pods()->Swap(&pod);
   for (auto& c : *page.mutable_containers()) sync_pages_.add_containers()->Swap(&c);

@@ -102,10 +102,15 @@ struct Server::Impl {
   }
 
   void on_event(const core::Event& ev) {
+    {
+      // Most events have no watcher: serialize only for those who listen.
+      std::lock_guard lk(mu);
+      last_seq = std::max(last_seq, ev.seq);
+      if (watchers.empty()) return;
+    }
     std::string line = core::to_json(ev).dump();
     line += '\n';
     std::lock_guard lk(mu);
-    last_seq = std::max(last_seq, ev.seq);
     for (auto* w : watchers) {
       if (w->overflow) continue;
       if (w->buf.size() - w->off + line.size() > opts.max_watch_backlog_bytes) {
