@@ -85,44 +85,34 @@ void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
 
 Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
                                      api::SynchronizeResponse* reply) {
-  sync_ = {};
-  return synchronize_page(all, false, reply);
-}
-
-Result<void> NriAdapter::synchronize_page(const api::SynchronizeRequest& page, bool more,
-                                          api::SynchronizeResponse* reply) {
   (void)reply;  // podshim never asks for updates at sync time
-  if (!sync_.active) sync_ = {};
-  sync_.active = true;
-  for (const auto& p : page.pods()) {
+  std::set<std::string, std::less<>> pods, ctrs;
+  std::map<std::string, const api::PodSandbox*, std::less<>> by_sandbox;
+  for (const auto& p : all.pods()) {
     remember_pod(p);
-    sync_.pods.insert(p.uid());
-    sync_.by_sandbox[p.id()] = p;  // pods come before their containers, maybe a page earlier
+    pods.insert(p.uid());
+    by_sandbox[p.id()] = &p;
   }
   static const api::PodSandbox kNoPod;
-  for (const auto& c : page.containers()) {
-    auto it = sync_.by_sandbox.find(c.pod_sandbox_id());
-    remember(it == sync_.by_sandbox.end() ? kNoPod : it->second, c, true);
-    sync_.containers.insert(c.id());
+  for (const auto& c : all.containers()) {
+    auto it = by_sandbox.find(c.pod_sandbox_id());
+    remember(it == by_sandbox.end() ? kNoPod : *it->second, c, true);
+    ctrs.insert(c.id());
   }
-  sync_.pod_count += page.pods_size();
-  sync_.container_count += page.containers_size();
-  if (more) return {};
 
   // What the runtime no longer has went away while podshim was not looking.
   std::vector<std::string> gone_ctrs, gone_pods;
   store_.for_each_container([&](const core::Container& c) {
-    if (c.source == core::Source::Nri && !sync_.containers.count(c.id)) gone_ctrs.push_back(c.id);
+    if (c.source == core::Source::Nri && !ctrs.count(c.id)) gone_ctrs.push_back(c.id);
   });
   store_.for_each_pod([&](const core::Pod& p) {
-    if (p.source == core::Source::Nri && !sync_.pods.count(p.uid)) gone_pods.push_back(p.uid);
+    if (p.source == core::Source::Nri && !pods.count(p.uid)) gone_pods.push_back(p.uid);
   });
   for (const auto& id : gone_ctrs) (void)store_.remove_container(id);
   for (const auto& uid : gone_pods) (void)store_.remove_pod(uid);
   const size_t dropped = gone_ctrs.size();
   log::info("NRI: synchronized {} pods and {} containers ({} stale containers dropped)",
-            sync_.pod_count, sync_.container_count, dropped);
-  sync_ = {};
+            all.pods_size(), all.containers_size(), dropped);
   return {};
 }
 
@@ -340,7 +330,6 @@ void NriAdapter::on_ready() {
 }
 
 void NriAdapter::on_connection_error(const Error& why, bool will_retry) {
-  sync_ = {};  // a Synchronize cut off mid-pages starts again on reconnection
   if (metrics_) metrics_->nri_connected.set({}, 0);
   log::warn("NRI: connection lost: {}{}", why.message, will_retry ? "; reconnecting" : "");
   if (opts_.on_disconnect) opts_.on_disconnect(will_retry);

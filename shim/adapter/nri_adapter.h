@@ -8,10 +8,7 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <set>
-#include <string>
 
 #include "cdi/registry.h"
 #include "cgroup/engine.h"
@@ -53,9 +50,7 @@ class NriAdapter : public nri::Handlers {
   Result<uint32_t> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
   Result<void> synchronize(const api::SynchronizeRequest& all,
                            api::SynchronizeResponse* reply) override;
-  bool synchronize_by_page() const override { return true; }
-  Result<void> synchronize_page(const api::SynchronizeRequest& page, bool more,
-                                api::SynchronizeResponse* reply) override;
+
   Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
                                 api::CreateContainerResponse* reply) override;
   Result<void> update_container(const api::PodSandbox& pod, const api::Container& ctr,
@@ -98,14 +93,6 @@ class NriAdapter : public nri::Handlers {
   core::Metrics* metrics_;
   AdapterOptions opts_;
   nri::RuntimeInfo runtime_;
-  // What the pages of the Synchronize in progress brought so far: what is
-  // not among them at the last page went away while podshim was not looking.
-  struct SyncProgress {
-    bool active = false;
-    std::set<std::string, std::less<>> pods, containers;
-    std::map<std::string, api::PodSandbox, std::less<>> by_sandbox;
-    size_t pod_count = 0, container_count = 0;
-  } sync_;
 };
 
 // The actuator for resizes requested through podshim's own API in NRI mode:

@@ -21,9 +21,6 @@ Result<uint32_t> Handlers::configure(const api::ConfigureRequest&, const Runtime
 Result<void> Handlers::synchronize(const api::SynchronizeRequest&, api::SynchronizeResponse*) {
   return {};
 }
-Result<void> Handlers::synchronize_page(const api::SynchronizeRequest&, bool, api::SynchronizeResponse*) {
-  return fail(ENOTSUP, "this plugin takes Synchronize in one piece");
-}
 Result<void> Handlers::create_container(const api::PodSandbox&, const api::Container&,
                                         api::CreateContainerResponse*) {
   return {};
@@ -343,18 +340,6 @@ CallResult Plugin::do_configure(const std::string& payload) {
 CallResult Plugin::do_synchronize(const std::string& payload) {
   api::SynchronizeRequest page;
   if (!parse(payload, &page)) return bad_payload("Synchronize");
-  if (handlers_.synchronize_by_page()) {
-    api::SynchronizeResponse resp;
-    auto h = handlers_.synchronize_page(page, page.more(), &resp);
-    if (!h) return error_reply(h.error());
-    resp.set_more(page.more());
-    if (!page.more()) {
-      state_ = PluginState::Ready;
-      attempts_ = 0;
-      handlers_.on_ready();
-    }
-    return reply(resp);
-  }
   // Move, not copy: 3000 containers are megabytes.
   for (auto& pod : *page.mutable_pods()) sync_pages_.add_pods()->Swap(&pod);
   for (auto& c : *page.mutable_containers()) sync_pages_.add_containers()->Swap(&c);

@@ -76,14 +76,6 @@ class Handlers {
   // All pages of a (possibly paged) Synchronize, concatenated.
   virtual Result<void> synchronize(const api::SynchronizeRequest& all,
                                    api::SynchronizeResponse* reply);
-  // Page by page instead, when synchronize_by_page() is true: each page as it
-  // arrives (`more` on all but the last), so no more than one page is ever
-  // held parsed (a 3000-container sync is megabytes, paged by the runtime at
-  // its 4 MiB ttrpc limit, containerd/nri pkg/adaptation). A new connection
-  // starts a new sequence of pages.
-  virtual bool synchronize_by_page() const { return false; }
-  virtual Result<void> synchronize_page(const api::SynchronizeRequest& page, bool more,
-                                        api::SynchronizeResponse* reply);
 
   // Events with a reply. An error goes back to the runtime as status
   // Unknown with the error's message: the runtime reports it (e.g. the CRI
