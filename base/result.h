@@ -6,7 +6,9 @@
 // and never cross a component boundary.
 #pragma once
 
+#include <any>
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,16 +21,43 @@ namespace podshim {
 // strerror that is thread-safe and never returns null.
 std::string errno_string(int code);
 
-// An error: the errno that caused it (0 when none applies) and a message that
-// reads well on its own ("opening cpu.max: Permission denied").
+// What an error means to a caller that must act on it. Callers branch on the
+// kind (as crun's callers branch on crun_error_get_errno()), never on the
+// message text; the facts behind a kind travel in Error::payload.
+enum class ErrorKind : uint8_t {
+  Other,
+  // The cgroup engine refused a memory shrink below what the cgroup uses;
+  // payload: cgroup::ShrinkRefusal (target, usage, anon, file, shmem).
+  ShrinkRefused,
+  // A wait ran out of time (a D-Bus call, a runtime's reply).
+  Timeout,
+};
+
+// An error: the errno that caused it (0 when none applies), a message that
+// reads well on its own ("opening cpu.max: Permission denied"), and for the
+// failures callers handle, a kind and its payload. The message is formatted
+// once, where the error is made, from the same facts as the payload.
 struct Error {
   int code = 0;
   std::string message;
+  ErrorKind kind = ErrorKind::Other;
+  std::any payload;
+
+  Error() = default;
+  Error(int code_, std::string message_, ErrorKind kind_ = ErrorKind::Other, std::any payload_ = {})
+      : code(code_), message(std::move(message_)), kind(kind_), payload(std::move(payload_)) {}
+
+  // The payload as a T, or null when it holds something else (or nothing).
+  template <typename T>
+  const T* payload_as() const {
+    return std::any_cast<T>(&payload);
+  }
 
   // Returns this error with `context` prepended ("context: message"), so each
-  // layer can say what it was doing without losing the cause or the errno.
+  // layer can say what it was doing without losing the cause, the errno, the
+  // kind or the payload.
   [[nodiscard]] Error wrap(std::string_view context) const& {
-    return Error{code, fmt::format("{}: {}", context, message)};
+    return Error{code, fmt::format("{}: {}", context, message), kind, payload};
   }
   [[nodiscard]] Error wrap(std::string_view context) && {
     message = fmt::format("{}: {}", context, message);

@@ -30,37 +30,16 @@ AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_roun
   return v;
 }
 
-bool is_shrink_refused(const Error& e) {
-  return e.code == EBUSY && e.message.find(") below current usage (") != std::string::npos;
-}
-
-std::optional<ShrinkRefusal> parse_shrink_refusal(const Error& e) {
-  if (!is_shrink_refused(e)) return std::nullopt;
-  auto number_after = [&](std::string_view key) -> std::optional<uint64_t> {
-    size_t p = e.message.find(key);
-    if (p == std::string::npos) return std::nullopt;
-    p += key.size();
-    size_t q = p;
-    while (q < e.message.size() && e.message[q] >= '0' && e.message[q] <= '9') ++q;
-    auto v = str::parse_u64(std::string_view(e.message).substr(p, q - p));
-    if (!v) return std::nullopt;
-    return *v;
-  };
-  ShrinkRefusal r;
-  auto t = number_after("memory limit ("), u = number_after("below current usage (");
-  auto a = number_after("anon="), f = number_after("file="), s = number_after("shmem=");
-  if (!t || !u || !a || !f || !s) return std::nullopt;
-  r.target = *t;
-  r.usage = *u;
-  r.anon = *a;
-  r.file = *f;
-  r.shmem = *s;
-  return r;
+Error shrink_refused(ShrinkRefusal r) {
+  std::string msg = fmt::format(
+      "'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}); "
+      "leaving memory.max unchanged",
+      r.id, r.target, r.usage, r.anon, r.file, r.shmem);
+  return Error{EBUSY, std::move(msg), ErrorKind::ShrinkRefused, std::move(r)};
 }
 
 namespace {
 
-constexpr std::string_view kPlanMagic = "podshim-plan v1";
 constexpr std::string_view kClampMagic = "podshim-clamp v1";
 
 // A journal file name for a cgroup path: FNV-1a, enough to keep distinct
@@ -74,10 +53,6 @@ std::string path_key(std::string_view relpath) {
   return fmt::format("{:016x}", h);
 }
 
-bool journal_safe(std::string_view v) {
-  return v.find_first_of("\t\n") == std::string_view::npos;
-}
-
 }  // namespace
 
 struct Engine::Impl {
@@ -88,7 +63,6 @@ struct Engine::Impl {
   std::map<std::string, std::shared_ptr<std::mutex>> locks;
   std::mutex um_mu;
   std::shared_ptr<UnitManager> um;
-  std::atomic<uint64_t> plan_seq{0};
   // TEST SEAM (tests/kernel/crash): pauses that hold a crash window open so
   // a test can kill -9 the process at a known point. Read once in create()
   // from PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS (after memory.high is clamped and
@@ -186,10 +160,7 @@ struct Engine::Impl {
     };
     const uint64_t anon = get("anon"), file = get("file"), shmem = get("shmem");
     auto refuse = [&](uint64_t now) {
-      return fail(EBUSY,
-                  "'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}); "
-                  "leaving memory.max unchanged",
-                  t.id, target, now, anon, file, shmem);
+      return Unexpected(shrink_refused(ShrinkRefusal{t.id, target, now, anon, file, shmem}));
     };
     // Pre-check: without swap only page cache that is not shmem/tmpfs and
     // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
@@ -294,26 +265,6 @@ struct Engine::Impl {
     return out;
   }
 
-  // ---- plan journal ----
-
-  Result<std::string> journal_plan(const std::vector<Bound>& bound, const std::vector<PlanStep>& plan) {
-    std::string body = std::string(kPlanMagic) + "\n";
-    for (const auto& s : plan) {
-      const Bound& t = bound[s.target];
-      for (const auto& c : s.changes) {
-        if (!journal_safe(t.id) || !journal_safe(c.before) || !journal_safe(c.after))
-          return fail(EINVAL, "'{}': value not journalable", t.id);
-        body += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", driver_name(t.loc.driver), t.loc.relpath,
-                            t.loc.unit, t.id, c.file, c.before, c.after);
-      }
-    }
-    std::string name = fmt::format("plan-{}-{}", ::getpid(), plan_seq.fetch_add(1));
-    // Not fsynced, for the reason given in journal_clamp.
-    auto r = fs::write_file_atomic_at(state_fd.get(), name, body, 0600, /*durable=*/false);
-    if (!r) return wrap(r, "journaling resize plan");
-    return name;
-  }
-
   // Per-cgroup locks held for one resize. Members are destroyed in reverse:
   // the locks are released before the references that keep the mutexes alive.
   struct Held {
@@ -386,15 +337,12 @@ struct Engine::Impl {
     ResizeReport rep;
     if (plan.empty()) return rep;  // already applied: re-running is harmless
 
-    std::string journal;
-    if (opts.journal_plans) {
-      auto j = journal_plan(bound, plan);
-      if (!j) return Unexpected(j.error());
-      journal = std::move(*j);
-    }
-    auto drop_journal = [&] {
-      if (!journal.empty()) ::unlinkat(state_fd.get(), journal.c_str(), 0);
-    };
+    // No plan journal: every step leaves the cgroups in a state the kubelet's
+    // order makes safe (pod limits raised before container limits, lowered
+    // after), so a podshimd crash between steps leaves a consistent, partly
+    // applied resize that the retried request (the kubelet retries, the API
+    // client sees its connection drop) completes. Only a memory.high clamp
+    // is worth journaling: it is the one value no one else would undo.
 
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlanStep& s = plan[i];
@@ -414,9 +362,6 @@ struct Engine::Impl {
           auto rb = apply_changes(u, reversed(undo), nullptr);
           if (!rb) rollback_errors += fmt::format("; rollback of '{}' failed: {}", u.id, rb.error().message);
         }
-        // A clean rollback leaves nothing to repair; otherwise keep the
-        // journal so recover() tries again.
-        if (rollback_errors.empty()) drop_journal();
         Error e = r.error();
         e.message += rollback_errors;
         return Unexpected(std::move(e));
@@ -428,7 +373,6 @@ struct Engine::Impl {
       if (i == 0 && plan.size() > 1 && test_pause_after_step.count() > 0)
         std::this_thread::sleep_for(test_pause_after_step);  // test seam
     }
-    drop_journal();
     return rep;
   }
 
@@ -528,59 +472,10 @@ struct Engine::Impl {
       }
       ::unlinkat(state_fd.get(), name.c_str(), 0);
     }
-    // 2. plans that neither finished nor rolled back: roll back what landed
-    // (the runtime restored its own state when our call failed, so the
-    // previous values are what the rest of the stack believes).
-    auto plans = list_state("plan-");
-    if (!plans) return Unexpected(plans.error());
-    for (const auto& name : *plans) {
-      auto body = fs::read_file_at(state_fd.get(), name);
-      auto lines = body ? str::split(*body, '\n') : std::vector<std::string_view>{};
-      if (lines.empty() || lines[0] != kPlanMagic) {
-        errors += fmt::format("; malformed plan journal '{}'", name);
-        ::unlinkat(state_fd.get(), name.c_str(), 0);
-        continue;
-      }
-      for (size_t i = lines.size(); i-- > 1;) {
-        if (lines[i].empty()) continue;
-        auto f = str::split(lines[i], '\t');
-        if (f.size() != 7) {
-          errors += fmt::format("; malformed line in plan journal '{}'", name);
-          continue;
-        }
-        auto drv = parse_driver(f[0]);
-        std::string rel(f[1]);
-        if (!drv || *drv == DriverKind::Auto || !fs::check_relative(rel)) {
-          errors += fmt::format("; invalid line in plan journal '{}'", name);
-          continue;
-        }
-        std::string file(f[4]);
-        if (file != "cpu.weight" && file != "cpu.max" && file != "memory.max") {
-          errors += fmt::format("; invalid attribute in plan journal '{}'", name);
-          continue;
-        }
-        auto dir = CgroupDir::open(root_fd.get(), rel);
-        if (!dir) {
-          if (dir.error().code != ENOENT) {
-            errors += "; " + dir.error().message;
-          }
-          continue;
-        }
-        Bound t{std::string(f[3]), CgroupLocation{*drv, rel, std::string(f[2])}, std::move(*dir), false};
-        auto cur = t.dir.read_trimmed(file);
-        if (!cur) {
-          errors += "; " + cur.error().message;
-          continue;
-        }
-        std::string before(f[5]), after(f[6]);
-        if (!attr_differs(file, *cur, before)) continue;  // never applied or already undone
-        auto r = apply_changes(t, {{file, *cur, before}}, nullptr);
-        if (!r) errors += "; " + r.error().message;
-      }
-      // One attempt per journal: a refused shrink leaves the larger value,
-      // which is safe, and the kubelet retries the resize anyway; retrying a
-      // persistent failure on every start would only repeat the error.
-      ::unlinkat(state_fd.get(), name.c_str(), 0);
+    // 2. Plan journals written by podshim versions before the runtime became
+    // the source of truth: nothing to replay (see resize()), so drop them.
+    if (auto plans = list_state("plan-")) {
+      for (const auto& name : *plans) ::unlinkat(state_fd.get(), name.c_str(), 0);
     }
     if (!errors.empty()) return fail(EIO, "recovering cgroup state{}", errors);
     return {};

@@ -5,8 +5,8 @@
 // memory without OOM kills (memory.reclaim + a memory.high clamp, refusing
 // with the kubelet's "memory limit (N) below current usage (M)" when usage
 // cannot fall below the new limit — kubernetes#135670), and rolls back in
-// reverse on any failure. Clamps and plans are journaled under state_dir so
-// recover() can repair them after a crash.
+// reverse on any failure. Only memory.high clamps are journaled (under
+// state_dir/cgroup), so recover() can undo one a crash left behind.
 #pragma once
 
 #include <chrono>
@@ -56,14 +56,10 @@ struct EngineOptions {
   // linear formula (cgroup_manager_linux.go getCPUWeight, still in 1.35), so
   // podshim matches it there lest the kubelet and podshim fight over the value.
   WeightFormula pod_formula = WeightFormula::Linear;
-  std::string state_dir = "/var/lib/podshim";  // journal for clamps/plans
+  std::string state_dir = "/var/lib/podshim";  // journal for memory.high clamps
   std::chrono::milliseconds shrink_timeout{1000};  // well under NRI's 2 s
   uint64_t shrink_headroom_bytes = 0;
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
-  // Journal each plan (fsync'd) so recover() can roll back a resize a crash
-  // interrupted. Off trades that repair for write-path latency; memory.high
-  // clamps are always journaled.
-  bool journal_plans = true;
 
   // Test seams. before_write runs before every attribute write (including
   // rollback writes); an error fails that write. after_step runs after each
@@ -95,12 +91,16 @@ struct AttrValues {
 };
 AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_rounding = false);
 
-// Why a memory shrink was refused, parsed back from the error message.
+// Why a memory shrink was refused: the payload of an Error of kind
+// ErrorKind::ShrinkRefused (errno EBUSY). Bytes; `id` names the cgroup.
 struct ShrinkRefusal {
+  std::string id;
   uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;
 };
-bool is_shrink_refused(const Error& e);
-std::optional<ShrinkRefusal> parse_shrink_refusal(const Error& e);
+// The refusal as an Error, its message in the kubelet's words
+// ("memory limit (N) below current usage (M)", pkg/kubelet/kuberuntime
+// kuberuntime_container_linux.go) plus the breakdown.
+Error shrink_refused(ShrinkRefusal r);
 
 class Engine {
  public:
@@ -113,8 +113,7 @@ class Engine {
   // Kernel values of one cgroup; cpu request via the container formula.
   Result<Actual> read_actual(const std::string& cgroup_path);
   Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
-  // Repairs state left by a crash: restores memory.high clamps and rolls back
-  // journaled plans that did not finish.
+  // Repairs state left by a crash: restores journaled memory.high clamps.
   Result<void> recover();
 
   struct Impl;

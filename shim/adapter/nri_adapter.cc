@@ -88,9 +88,8 @@ void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
 Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
                                      api::SynchronizeResponse* reply) {
   (void)reply;  // podshim never asks for updates at sync time
-  core::Store::Batch batch(store_);  // one syncfs for thousands of objects
-  std::set<std::string> pods, ctrs;
-  std::map<std::string, const api::PodSandbox*> by_sandbox;
+  std::set<std::string, std::less<>> pods, ctrs;
+  std::map<std::string, const api::PodSandbox*, std::less<>> by_sandbox;
   for (const auto& p : all.pods()) {
     remember_pod(p);
     pods.insert(p.uid());
@@ -126,17 +125,18 @@ Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
     else
       work();
   }
+
   // What the runtime no longer has went away while podshim was not looking.
-  size_t dropped = 0;
-  for (const auto& c : store_.containers()) {
-    if (c.source == core::Source::Nri && !ctrs.count(c.id)) {
-      (void)store_.remove_container(c.id);
-      ++dropped;
-    }
-  }
-  for (const auto& p : store_.pods()) {
-    if (p.source == core::Source::Nri && !pods.count(p.uid)) (void)store_.remove_pod(p.uid);
-  }
+  std::vector<std::string> gone_ctrs, gone_pods;
+  store_.for_each_container([&](const core::Container& c) {
+    if (c.source == core::Source::Nri && !ctrs.count(c.id)) gone_ctrs.push_back(c.id);
+  });
+  store_.for_each_pod([&](const core::Pod& p) {
+    if (p.source == core::Source::Nri && !pods.count(p.uid)) gone_pods.push_back(p.uid);
+  });
+  for (const auto& id : gone_ctrs) (void)store_.remove_container(id);
+  for (const auto& uid : gone_pods) (void)store_.remove_pod(uid);
+  const size_t dropped = gone_ctrs.size();
   log::info("NRI: synchronized {} pods and {} containers ({} stale containers dropped)",
             all.pods_size(), all.containers_size(), dropped);
   return {};
@@ -204,7 +204,7 @@ Result<void> NriAdapter::guard(const std::string& id, const std::string& cgroup_
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_) metrics_->resize_latency.observe({}, secs);
   if (!r) {
-    const bool refused = cgroup::is_shrink_refused(r.error());
+    const bool refused = r.error().kind == ErrorKind::ShrinkRefused;
     if (metrics_) {
       metrics_->resize_requests.inc({{"result", refused ? "refused" : "error"}});
       if (refused) metrics_->shrinks_refused.inc();
@@ -417,7 +417,5 @@ Result<cgroup::ResizeReport> NriActuator::apply(const cgroup::PodResizeRequest& 
 Result<cgroup::Actual> NriActuator::read_actual(const std::string& cgroup_path) {
   return engine_.read_actual(cgroup_path);
 }
-
-bool NriActuator::is_shrink_refused(const Error& e) const { return cgroup::is_shrink_refused(e); }
 
 }  // namespace podshim::adapter

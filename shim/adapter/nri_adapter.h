@@ -61,6 +61,7 @@ class NriAdapter : public nri::Handlers {
   Result<uint32_t> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
   Result<void> synchronize(const api::SynchronizeRequest& all,
                            api::SynchronizeResponse* reply) override;
+
   Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
                                 api::CreateContainerResponse* reply) override;
   Result<void> update_container(const api::PodSandbox& pod, const api::Container& ctr,
@@ -119,7 +120,6 @@ class NriActuator : public core::Actuator {
   NriActuator(cgroup::Engine& engine, nri::Plugin* plugin);
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
-  bool is_shrink_refused(const Error& e) const override;
   void set_plugin(nri::Plugin* p) { plugin_ = p; }
 
  private:

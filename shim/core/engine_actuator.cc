@@ -31,6 +31,4 @@ Result<cgroup::Actual> EngineActuator::read_actual(const std::string& cgroup_pat
   return engine_->read_actual(cgroup_path);
 }
 
-bool EngineActuator::is_shrink_refused(const Error& e) const { return cgroup::is_shrink_refused(e); }
-
 }  // namespace podshim::core

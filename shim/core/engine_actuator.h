@@ -25,7 +25,6 @@ class EngineActuator : public Actuator {
 
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
-  bool is_shrink_refused(const Error& e) const override;
   cgroup::Engine& engine() { return *engine_; }
   // The container formula in use (shared with the NRI handlers that feed it).
   const std::shared_ptr<cgroup::WeightFormulaTracker>& formulas() const { return formulas_; }

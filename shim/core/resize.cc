@@ -127,10 +127,6 @@ Result<cgroup::Actual> Actuator::read_actual(const std::string& cgroup_path) {
   return fail(ENOTSUP, "this actuator cannot read back {}", cgroup_path);
 }
 
-bool Actuator::is_shrink_refused(const Error& e) const {
-  return e.code == EBUSY && e.message.find("below current usage") != std::string::npos;
-}
-
 ResizeManager::ResizeManager(Store& store, Actuator& actuator, NodeAllocatable allocatable,
                              Metrics* metrics)
     : store_(store), actuator_(actuator), allocatable_(allocatable), metrics_(metrics) {}
@@ -357,7 +353,7 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     auto rep = actuator_.apply(plan);
     if (!rep) {
       const Error& e = rep.error();
-      if (metrics_ && actuator_.is_shrink_refused(e)) metrics_->shrinks_refused.inc();
+      if (metrics_ && e.kind == ErrorKind::ShrinkRefused) metrics_->shrinks_refused.inc();
       for (auto* it : actuated) {
         // Allocated stays at the new values: the kubelet allocates before it
         // actuates and retries actuation (KEP-1287 §Resource States).

@@ -10,7 +10,8 @@
 // otherwise the new values are allocated and actuated through an Actuator.
 // Success clears the conditions; an actuation failure leaves
 // PodResizeInProgress/Error with the actuator's message (for example the
-// kubelet-form "memory limit (N) below current usage (M)").
+// kubelet-form "memory limit (N) below current usage (M)" of an error of kind
+// ErrorKind::ShrinkRefused).
 #pragma once
 
 #include <chrono>
@@ -48,9 +49,6 @@ class Actuator {
   virtual Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) = 0;
   // Reads back what the kernel holds; ENOTSUP when this actuator cannot.
   virtual Result<cgroup::Actual> read_actual(const std::string& cgroup_path);
-  // Whether `e` is the engine's refusal to shrink memory below usage
-  // (mirrors cgroup::is_shrink_refused: EBUSY + "below current usage").
-  virtual bool is_shrink_refused(const Error& e) const;
 };
 
 // Which requests/limits a resize asks to remove (always Infeasible, as the

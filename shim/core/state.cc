@@ -231,9 +231,11 @@ void Store::emit(Event ev) {
 Result<void> Store::upsert_pod(Pod pod) {
   PODSHIM_TRY(validate_id("pod uid", pod.uid));
   std::lock_guard lk(mu_);
-  std::string j = to_json(pod).dump();
-  if (auto it = pods_.find(pod.uid); it != pods_.end() && to_json(it->second).dump() == j) return {};
-  PODSHIM_TRY(persist(kPodsDir, pod.uid, &j));
+  if (auto it = pods_.find(pod.uid); it != pods_.end() && it->second == pod) return {};
+  if (dirfd_) {
+    std::string j = to_json(pod).dump();
+    PODSHIM_TRY(persist(kPodsDir, pod.uid, &j));
+  }
   auto& slot = pods_[pod.uid];
   slot = std::move(pod);
   Event ev;
@@ -261,12 +263,13 @@ Result<void> Store::upsert_container(Container c) {
   PODSHIM_TRY(validate_id("container id", c.id));
   if (!c.pod_uid.empty()) PODSHIM_TRY(validate_id("pod uid", c.pod_uid));
   std::lock_guard lk(mu_);
-  std::string j = to_json(c).dump();
   // A resynchronization re-sends what podshim already knows: nothing to
   // write and nothing to tell subscribers when the object did not change.
-  if (auto it = containers_.find(c.id); it != containers_.end() && to_json(it->second).dump() == j)
-    return {};
-  PODSHIM_TRY(persist(kContainersDir, c.id, &j));
+  if (auto it = containers_.find(c.id); it != containers_.end() && it->second == c) return {};
+  if (dirfd_) {
+    std::string j = to_json(c).dump();
+    PODSHIM_TRY(persist(kContainersDir, c.id, &j));
+  }
   auto& slot = containers_[c.id];
   slot = std::move(c);
   Event ev;
@@ -350,6 +353,16 @@ std::vector<Container> Store::containers_of(std::string_view pod_uid) const {
     if (v.pod_uid == pod_uid) out.push_back(v);
   }
   return out;
+}
+
+void Store::for_each_pod(const std::function<void(const Pod&)>& fn) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [k, v] : pods_) fn(v);
+}
+
+void Store::for_each_container(const std::function<void(const Container&)>& fn) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [k, v] : containers_) fn(v);
 }
 
 size_t Store::container_count() const {

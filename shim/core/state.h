@@ -3,9 +3,21 @@
 // (actual), and where each resize stands — in the kubelet's own terms
 // (KEP-1287 §Resource States and §Resize Status).
 //
-// The Store is the single source of truth inside podshimd. Every mutation is
-// persisted before it becomes visible, gets a sequence number, and is handed to
-// subscribers (the /v1/watch stream, metrics) in that order.
+// The Store holds podshimd's model in memory. Every mutation gets a sequence
+// number and is handed to subscribers (the /v1/watch stream, metrics) in that
+// order.
+//
+// What is durable, and why (the rule; keep it):
+//   - NRI mode: NOTHING on the event path. The runtime is the source of truth
+//     for pods and containers: it resends every one of them in Synchronize on
+//     each (re)connection (containerd/nri pkg/adaptation/plugin.go
+//     synchronize), so the model is rebuilt from that and kept in memory
+//     (Store::in_memory()).
+//   - hooks-only mode (--nri=off): there is no runtime to resynchronize from,
+//     so the registrations podshim-hook made are persisted (Store::open()).
+//   - Either mode: the one thing neither the runtime nor the kernel can give
+//     back is an in-flight shrink's memory.high clamp, which the cgroup engine
+//     journals itself (cgroup/engine.cc, clamp journal) and undoes at start.
 #pragma once
 
 #include <sys/types.h>
@@ -58,12 +70,14 @@ struct Condition {
   std::string message;
   int64_t observed_generation = 0;
   int64_t last_transition_unix_ms = 0;
+  bool operator==(const Condition&) const = default;
 };
 
 struct ResizeConditions {
   std::optional<Condition> pending;      // PodResizePending
   std::optional<Condition> in_progress;  // PodResizeInProgress
   bool empty() const { return !pending && !in_progress; }
+  bool operator==(const ResizeConditions&) const = default;
 };
 
 // A CDI device injected into a container: its fully qualified name and the
@@ -71,6 +85,7 @@ struct ResizeConditions {
 struct InjectedDevice {
   std::string cdi_name;
   std::vector<std::string> node_paths;
+  bool operator==(const InjectedDevice&) const = default;
 };
 
 // What the kernel holds for a cgroup, read back after a resize.
@@ -79,6 +94,7 @@ struct ActualResources {
   uint64_t memory_current = 0;
   uint64_t oom_kill = 0;
   int64_t read_unix_ms = 0;
+  bool operator==(const ActualResources&) const = default;
 };
 
 struct Pod {
@@ -93,6 +109,7 @@ struct Pod {
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> labels;
   Source source = Source::Api;
+  bool operator==(const Pod&) const = default;
 };
 
 struct Container {
@@ -115,6 +132,7 @@ struct Container {
   std::string last_error;
   std::map<std::string, std::string> annotations;
   Source source = Source::Api;
+  bool operator==(const Container&) const = default;
 };
 
 // Ids (container ids, pod uids) become file names and URL path segments:
@@ -143,21 +161,25 @@ struct Event {
   std::optional<Container> container;
 };
 
-// The model, persisted one JSON file per object under <state_dir>/pods and
-// <state_dir>/containers (atomic rename; durable across podshimd crashes, see persist()), so a write costs the object
-// and not the whole node. Thread-safe; subscribers are called under the
-// store's lock, in sequence order, and may read the store but must not mutate
-// it from the callback.
+// The model. In memory only (NRI mode), or — hooks-only mode — also persisted
+// one JSON file per object under <state_dir>/pods and <state_dir>/containers
+// (atomic rename; durable across podshimd crashes, see persist()), so a write
+// costs the object and not the whole node. Thread-safe; subscribers are called
+// under the store's lock, in sequence order, and may read the store but must
+// not mutate it from the callback.
 class Store {
  public:
   using Subscriber = std::function<void(const Event&)>;
 
-  // Opens (creating it 0700) and loads `state_dir`. A corrupt or unreadable
-  // object file is moved aside to "<name>.corrupt" and reported in
-  // load_warnings(); it never stops the daemon.
+  // Hooks-only mode: opens (creating it 0700) and loads `state_dir`, and
+  // persists every registration. A corrupt or unreadable object file is moved
+  // aside to "<name>.corrupt" and reported in load_warnings(); it never stops
+  // the daemon.
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
-  // A store that persists nothing (tests, dry runs).
+  // NRI mode (and tests): a store that persists nothing; the runtime's
+  // Synchronize rebuilds it on every connection.
   static std::unique_ptr<Store> in_memory();
+  bool persistent() const { return static_cast<bool>(dirfd_); }
 
   const std::vector<std::string>& load_warnings() const { return load_warnings_; }
 
@@ -179,6 +201,10 @@ class Store {
   std::vector<Container> containers() const;
   std::vector<Container> containers_of(std::string_view pod_uid) const;
   size_t container_count() const;
+  // Visits every object under the store's lock, without copying it; `fn`
+  // must not call back into the store.
+  void for_each_pod(const std::function<void(const Pod&)>& fn) const;
+  void for_each_container(const std::function<void(const Container&)>& fn) const;
 
   // Groups many writes (NRI Synchronize brings thousands of objects and must
   // answer within the runtime's 2 s request timeout); closing the outermost

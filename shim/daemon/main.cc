@@ -21,9 +21,7 @@
 #include "shim/status/container_metrics.h"
 #include "shim/status/metrics_listener.h"
 #include "shim/status/server.h"
-#ifdef PODSHIM_WITH_NRI
 #include "shim/daemon/nri_glue.h"
-#endif
 
 namespace {
 
@@ -70,8 +68,8 @@ Signals:
                        running configuration kept. socket.path, state_dir,
                        cgroup.* and metrics.* take effect only after a
                        restart.
-  SIGTERM, SIGINT      shut down cleanly (state is already durable; the socket
-                       is removed)
+  SIGTERM, SIGINT      shut down cleanly (hooks-only registrations are already
+                       durable; the socket is removed)
 
 Exit status: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 )";
@@ -97,9 +95,7 @@ struct Daemon {
   std::unique_ptr<core::ResizeManager> resize;
   std::unique_ptr<status::MetricsListener> metrics_listener;
   std::unique_ptr<status::Server> server;
-#ifdef PODSHIM_WITH_NRI
   std::unique_ptr<daemon::NriMode> nri;
-#endif
   sd_event* loop = nullptr;
   bool ready = false;
 };
@@ -248,13 +244,20 @@ int run(Daemon& d) {
     std::printf("configuration OK\n");
     return 0;
   }
-  auto store = core::Store::open(d.cfg.state_dir);
-  if (!store) {
-    log::err("Opening state failed: {}", store.error().message);
-    return 1;
+  // NRI mode keeps the model in memory only: the runtime resends every pod
+  // and container in Synchronize (see the rule in shim/core/state.h).
+  // Hooks-only mode has no runtime to ask again and persists registrations.
+  if (d.cfg.nri_enabled) {
+    d.store = core::Store::in_memory();
+  } else {
+    auto store = core::Store::open(d.cfg.state_dir);
+    if (!store) {
+      log::err("Opening state failed: {}", store.error().message);
+      return 1;
+    }
+    d.store = std::move(*store);
+    for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
   }
-  d.store = std::move(*store);
-  for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
   auto alloc = allocatable(d.cfg);
   if (!alloc) {
     log::err("{}", alloc.error().message);
@@ -293,7 +296,6 @@ int run(Daemon& d) {
 
   core::Actuator* actuator = d.actuator.get();
   if (d.cfg.nri_enabled) {
-#ifdef PODSHIM_WITH_NRI
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
                                       engine_act->formulas());
@@ -303,10 +305,6 @@ int run(Daemon& d) {
     }
     d.nri = std::move(*nri);
     actuator = &d.nri->actuator();
-#else
-    log::err("NRI mode requested, but this podshimd was built without NRI support; use --nri=off");
-    return 2;
-#endif
   }
   d.container_metrics =
       std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
@@ -370,9 +368,7 @@ int run(Daemon& d) {
   r = sd_event_loop(d.loop);
   d.metrics_listener.reset();
   d.server.reset();  // ends watch streams, removes the socket
-#ifdef PODSHIM_WITH_NRI
   d.nri.reset();
-#endif
   sd_event_unref(d.loop);
   if (r < 0) {
     log::err("Event loop failed: {}", errno_string(-r));

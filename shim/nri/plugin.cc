@@ -48,7 +48,6 @@ void Handlers::post_start_container(const api::PodSandbox&, const api::Container
 void Handlers::post_update_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::remove_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::on_ready() {}
-void Handlers::on_shutdown() {}
 void Handlers::on_connection_error(const Error&, bool) {}
 
 // ---- options ------------------------------------------------------------------------
@@ -254,10 +253,7 @@ CallResult Plugin::dispatch(const ttrpc::Request& req) {
   if (m == "Configure") return do_configure(p);
   if (m == "Synchronize") return do_synchronize(p);
   if (m == "StateChange") return do_state_change(p);
-  if (m == "Shutdown") {
-    handlers_.on_shutdown();
-    return empty_reply();
-  }
+  if (m == "Shutdown") return empty_reply();
   if (m == "CreateContainer") {
     api::CreateContainerRequest r;
     if (!parse(p, &r)) return bad_payload(m);
@@ -325,7 +321,6 @@ CallResult Plugin::do_configure(const std::string& payload) {
   api::ConfigureRequest req;
   if (!parse(payload, &req)) return bad_payload("Configure");
   runtime_ = runtime_info(req);
-  if (opts_.assume_valid_events != 0) runtime_.valid_events = opts_.assume_valid_events;
   auto want = handlers_.configure(req, runtime_);
   if (!want) return error_reply(want.error());
   const uint32_t mask = *want & runtime_.valid_events;

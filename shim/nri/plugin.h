@@ -51,9 +51,6 @@ struct PluginOptions {
   uint64_t register_timeout_usec = 5'000'000;
   uint64_t call_timeout_usec = 2'000'000;
   size_t max_recv_message = kDefaultMaxRecvMessage;
-  // 0 = detect ValidEvents from Configure (see runtime_info()); otherwise
-  // force 0x7FF or 0x3FFF (for runtimes we cannot recognise).
-  uint32_t assume_valid_events = 0;
 };
 
 // The plugin name rule of NRI v0.12 (CheckPluginName): non-empty,
@@ -109,12 +106,11 @@ class Handlers {
   virtual void post_update_container(const api::PodSandbox& pod, const api::Container& ctr);
   virtual void remove_container(const api::PodSandbox& pod, const api::Container& ctr);
 
-  // Connection life. on_ready: configured and synchronized. on_shutdown: the
-  // runtime's Shutdown RPC (current runtimes never send it; they just close).
-  // on_connection_error: a connection attempt failed or a connection ended,
+  // Connection life. on_ready: configured and synchronized (the runtime's
+  // Shutdown RPC, which current runtimes never send, is answered and
+  // otherwise ignored: they just close). on_connection_error: a connection attempt failed or a connection ended,
   // with the reason; will_retry says whether the stub reconnects by itself.
   virtual void on_ready();
-  virtual void on_shutdown();
   virtual void on_connection_error(const Error& why, bool will_retry);
 };
 

@@ -257,6 +257,10 @@ Result<void> Transport::read_some() {
     if (!*alive) return {};
     if (closed()) return {};
     if (!r) return r;
+    // A short read took all there was: the io source is level-triggered, so
+    // the loop wakes us again for more; reading on to EAGAIN would cost one
+    // failed read() per message.
+    if (static_cast<size_t>(n) < sizeof buf) return {};
   }
   return {};
 }

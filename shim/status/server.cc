@@ -755,11 +755,16 @@ void Impl::wake() {
 }
 
 void Impl::on_event(const core::Event& ev) {
+  {
+    // Most events have no watcher: serialize only for those who listen (perf showed the JSON
+    // of every store event at about 4% of podshimd's CPU on the NRI path).
+    std::lock_guard lk(mu);
+    last_seq = std::max(last_seq, ev.seq);
+    if (watchers.empty()) return;
+  }
   std::string line = core::to_json(ev).dump();
   line += '\n';
   std::lock_guard lk(mu);
-  last_seq = std::max(last_seq, ev.seq);
-  if (watchers.empty()) return;
   for (auto* c : watchers) {
     if (c->overflow) continue;
     // `out` belongs to the loop thread; on_wake checks it.

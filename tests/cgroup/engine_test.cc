@@ -159,21 +159,28 @@ TEST_F(EngineTest, RefusedShrinkBelowAnonymousUsage) {
   req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 48 * kMi}));
   auto r = e->resize(req);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(is_shrink_refused(r.error())) << r.error().message;
+  ASSERT_EQ(r.error().kind, ErrorKind::ShrinkRefused) << r.error().message;
   EXPECT_EQ(r.error().code, EBUSY);
   EXPECT_NE(r.error().message.find("memory limit (" + std::to_string(48 * kMi) + ") below current usage (" +
                                    std::to_string(100 * kMi) + ")"),
             std::string::npos)
       << r.error().message;
-  auto d = parse_shrink_refusal(r.error());
+  // The facts travel typed; nothing is parsed back out of the message, and
+  // they survive a caller's wrap().
+  const Error wrapped = r.error().wrap("resizing");
+  EXPECT_EQ(wrapped.kind, ErrorKind::ShrinkRefused);
+  const auto* d = wrapped.payload_as<ShrinkRefusal>();
   ASSERT_TRUE(d);
+  EXPECT_EQ(d->id, "c1");
+  EXPECT_EQ(d->target, static_cast<uint64_t>(48 * kMi));
+  EXPECT_EQ(d->usage, static_cast<uint64_t>(100 * kMi));
+  EXPECT_EQ(d->shmem, 0u);
   EXPECT_EQ(d->anon, static_cast<uint64_t>(98 * kMi));
   EXPECT_EQ(d->file, static_cast<uint64_t>(2 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
   // Refused by the pre-check: memory.high was never touched.
   for (const auto& w : writes) EXPECT_EQ(w.find("memory.high"), std::string::npos) << w;
-  EXPECT_FALSE(is_shrink_refused(Error{EIO, "memory limit (1) below current usage (2)"}));
 }
 
 TEST_F(EngineTest, ShmemCountsAsUnreclaimable) {
@@ -184,7 +191,7 @@ TEST_F(EngineTest, ShmemCountsAsUnreclaimable) {
   req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 16 * kMi}));
   auto r = e->resize(req);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(is_shrink_refused(r.error()));
+  EXPECT_EQ(r.error().kind, ErrorKind::ShrinkRefused) << r.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
 }
 
@@ -224,7 +231,7 @@ TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {
   req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
   auto r = e->resize(req);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(is_shrink_refused(r.error())) << r.error().message;
+  EXPECT_EQ(r.error().kind, ErrorKind::ShrinkRefused) << r.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
   EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
@@ -263,26 +270,30 @@ TEST_F(EngineTest, RecoverRestoresAClampLeftByACrash) {
   EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
 }
 
-TEST_F(EngineTest, RecoverRollsBackAnUnfinishedPlan) {
+TEST_F(EngineTest, NoPlanJournalOnlyAClampOneAndStalePlanJournalsAreDropped) {
+  // A resize that lands half-way (every rollback write fails too) leaves no
+  // journal behind: the kubelet's order keeps each step safe, and the
+  // retried request completes it (only memory.high clamps are journaled).
   tree.add("kubepods/c1", std::to_string(100 * kMi), "100000 100000", "100");
   auto e = engine(options());
   PodResizeRequest req;
   req.containers.push_back(target("c1", "kubepods/c1", {2000, 2000, std::nullopt, 200 * kMi}));
-  // memory.max lands, cpu.weight fails, and so does every rollback write:
-  // the journal must survive for recover().
   hook = [&](const std::string&, const std::string& file, const std::string&) {
     if (file == "cpu.weight") fail_all = true;
   };
   ASSERT_FALSE(e->resize(req));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(200 * kMi));
-  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
-  fail_on.reset();
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
   fail_all = false;
   hook = nullptr;
+  ASSERT_TRUE(e->resize(req));
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.max"), "200000 100000");
+  // A plan journal of an older podshim is dropped, not replayed.
+  std::ofstream(tree.state() + "/cgroup/plan-1-0")
+      << "podshim-plan v1\ncgroupfs\tkubepods/c1\t\tc1\tmemory.max\t1\t2\n";
   auto r = e->recover();
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(100 * kMi));
-  EXPECT_EQ(tree.get("kubepods/c1", "cpu.weight"), "100");
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(200 * kMi));
   EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
 }
 

@@ -149,7 +149,6 @@ void setup() {
   eo.state_dir = world->tree->state();
   eo.driver = cgroup::DriverKind::Cgroupfs;
   eo.shrink_timeout = std::chrono::milliseconds(1);  // the fake tree never reclaims
-  eo.journal_plans = false;
   auto e = cgroup::Engine::create(eo);
   if (!e) __builtin_trap();
   world->engine = std::move(*e);

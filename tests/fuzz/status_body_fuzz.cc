@@ -32,7 +32,6 @@ class FakeActuator : public core::Actuator {
     return cgroup::ResizeReport{};
   }
   Result<cgroup::Actual> read_actual(const std::string&) override { return cgroup::Actual{}; }
-  bool is_shrink_refused(const Error&) const override { return false; }
 };
 
 void check_reply(const Reply& r) {

@@ -166,6 +166,15 @@ TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
   auto health = get("/v1/containers");
   EXPECT_TRUE(health.has_value());
 
+  // The runtime is the source of truth: syncs, a refused shrink and a
+  // reconnection left nothing on disk (no pods/containers state files, no
+  // journal: the refusal happened before any clamp).
+  size_t state_files = 0;
+  if (std::filesystem::exists(dir_ + "/state"))
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_ + "/state"))
+      state_files += e.is_regular_file();
+  EXPECT_EQ(state_files, 0u) << "podshimd wrote state on the NRI event path";
+
   kill(pid_, SIGTERM);
   int status = 0;
   ASSERT_TRUE(exited(&status, 20));

@@ -12,7 +12,7 @@ class FakeActuator : public Actuator {
  public:
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
     calls.push_back(req);
-    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with});
+    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with, fail_kind, {}});
     cgroup::ResizeReport r;
     r.bytes_reclaimed = 4096;
     for (const auto& c : req.containers) last[c.cgroup_path] = c.desired;
@@ -32,6 +32,7 @@ class FakeActuator : public Actuator {
   std::vector<cgroup::PodResizeRequest> calls;
   std::map<std::string, K8sResources> last;
   std::string fail_with;
+  ErrorKind fail_kind = ErrorKind::ShrinkRefused;
 };
 
 class ResizeTest : public ::testing::Test {
@@ -181,6 +182,16 @@ TEST_F(ResizeTest, ActuationErrorThenClearedOnSuccess) {
   EXPECT_TRUE(c.conditions.empty());
   EXPECT_TRUE(c.last_error.empty());
   EXPECT_EQ(c.generation, 2);
+}
+
+TEST_F(ResizeTest, ARefusalIsRecognisedByItsKindNotItsText) {
+  // The same words from any other failure are not a shrink refusal.
+  act.fail_with = "memory limit (1) below current usage (2)";
+  act.fail_kind = ErrorKind::Other;
+  auto r = resize({std::nullopt, std::nullopt, 16 * Mi, 32 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Error);
+  EXPECT_EQ(metrics.shrinks_refused.value(), 0);
 }
 
 TEST_F(ResizeTest, InvalidRequestsAreErrors) {

@@ -33,7 +33,7 @@ using nlohmann::json;
 class FakeActuator : public core::Actuator {
  public:
   Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest&) override {
-    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with});
+    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with, ErrorKind::ShrinkRefused, {}});
     return cgroup::ResizeReport{};
   }
   std::string fail_with;
