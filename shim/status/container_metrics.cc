@@ -80,14 +80,13 @@ class TimingActuator final : public core::Actuator {
     auto start = std::chrono::steady_clock::now();
     auto r = inner_.apply(req);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bool refused = !r && inner_.is_shrink_refused(r.error());
+    bool refused = !r && r.error().kind == ErrorKind::ShrinkRefused;
     for (const auto& [id, lowers] : targets) m_.record_actuation(id, secs, refused && lowers);
     return r;
   }
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override {
     return inner_.read_actual(cgroup_path);
   }
-  bool is_shrink_refused(const Error& e) const override { return inner_.is_shrink_refused(e); }
 
  private:
   core::Actuator& inner_;
