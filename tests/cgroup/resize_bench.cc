@@ -62,7 +62,12 @@ int main(int argc, char** argv) {
 
   cgroup::EngineOptions o;
   o.driver = cgroup::DriverKind::Cgroupfs;
-  o.state_dir = "/tmp/podshim-bench-state";
+  char state_tmpl[] = "/tmp/podshim-bench-state-XXXXXX";  // never a fixed name: an old journal would reach recover()
+  if (!mkdtemp(state_tmpl)) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  o.state_dir = state_tmpl;
   auto engine = cgroup::Engine::create(o);
   auto engine_nj = cgroup::Engine::create(o);
   if (!engine || !engine_nj) {

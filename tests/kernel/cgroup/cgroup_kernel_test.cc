@@ -107,6 +107,14 @@ struct Hog {
   }
 };
 
+// A state directory of this test's own: a fixed name would let one test's journal (or one left
+// by another binary in the same guest boot) reach the next test's Engine::recover().
+std::string fresh_state_dir() {
+  char tmpl[] = "/tmp/podshim-state-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  return d ? d : "/tmp/podshim-state-mkdtemp-failed";
+}
+
 class CgroupKernel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -118,7 +126,7 @@ class CgroupKernel : public ::testing::Test {
     mk(base + "/pod/c2", false);
     EngineOptions o;
     o.driver = DriverKind::Cgroupfs;
-    o.state_dir = "/tmp/podshim-state";
+    o.state_dir = fresh_state_dir();
     auto e = Engine::create(o);
     ASSERT_TRUE(e) << e.error().message;
     engine = std::move(*e);
@@ -208,7 +216,7 @@ TEST_F(CgroupKernel, AppliedValuesReadBackEqual) {
   for (auto f : {WeightFormula::Quadratic, WeightFormula::Linear}) {
     EngineOptions o;
     o.driver = DriverKind::Cgroupfs;
-    o.state_dir = "/tmp/podshim-state";
+    o.state_dir = fresh_state_dir();
     o.formula = f;
     auto e = Engine::create(o);
     ASSERT_TRUE(e);
@@ -259,7 +267,7 @@ TEST_F(CgroupKernel, PodLimitNeverBelowSumOfContainers) {
   int steps = 0, violations = 0;
   EngineOptions o;
   o.driver = DriverKind::Cgroupfs;
-  o.state_dir = "/tmp/podshim-state";
+  o.state_dir = fresh_state_dir();
   o.after_step = [&](const std::vector<StepReport>&) {
     ++steps;
     if (read_max(pod) < read_max(c1) + read_max(c2)) ++violations;
