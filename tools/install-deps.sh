@@ -30,6 +30,13 @@ pkgs=(
   umoci
 )
 
+# deploy/ schema test: node and npm fetch the Kubernetes schema packages. Machines of our kind
+# ship Node.js (with npm) from outside Debian, whose nodejs conflicts with Debian's npm package;
+# take Debian's only where no npm is there at all.
+if ! command -v npm >/dev/null 2>&1; then
+  pkgs+=(nodejs npm)
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
