@@ -233,7 +233,10 @@ void Registry::build_views() const {
     std::string text;
   };
   std::unordered_map<const FileState*, std::vector<Msg>> msgs;
-  for (const auto& [qn, ns] : names_) {
+  for (const auto& entry : names_) {
+    // Not a structured binding: clang 14 (the fuzzing build) cannot capture one in a lambda.
+    const auto& qn = entry.first;
+    const auto& ns = entry.second;
     if (ns.providers.size() < 2) continue;
     scan_rules(ns, [&](const FileState* later, const FileState* first, size_t index) {
       std::string text = fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn,
