@@ -513,6 +513,13 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
 }
 
 Result<ResizeReport> Engine::resize(const PodResizeRequest& req) { return impl_->resize(req); }
+// Interim: the timer-driven shrink and ReclaimOnly land with the engine split
+// (podshim issue 16); until then both run to completion in place.
+void Engine::resize(const PodResizeRequest& req, Done done) { done(impl_->resize(req)); }
+Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) {
+  (void)cgroup_paths;
+  return {};
+}
 Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
 Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
 Result<void> Engine::recover() { return impl_->recover(); }

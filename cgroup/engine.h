@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,9 +34,18 @@ struct ResizeTarget {
   K8sResources desired;
 };
 
+// Who writes the final values. All: the engine writes every attribute
+// (hooks-only mode, podshimctl). ReclaimOnly: the runtime writes them (NRI
+// mode, one writer per value); the engine only makes room for a memory
+// shrink — clamps memory.high to the target and reclaims until usage fits —
+// and keeps that clamp (journaled) until release() once the runtime's write
+// has landed. Nothing else is written.
+enum class WriteMode { All, ReclaimOnly };
+
 struct PodResizeRequest {
   std::optional<ResizeTarget> pod;
   std::vector<ResizeTarget> containers;
+  WriteMode mode = WriteMode::All;
 };
 
 struct StepReport {
@@ -61,6 +71,19 @@ struct EngineOptions {
   uint64_t shrink_headroom_bytes = 0;
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
 
+  // Runs `fn` on the caller's event loop after `delay`. The shrink is a
+  // timer-driven state machine on it, so a reclaim that takes a second never
+  // blocks the loop. Unset: the engine waits in place (podshimctl, tests).
+  std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)> schedule;
+  // How long after a memory write the engine keeps watching memory.events
+  // before it reports (a kill in that window is part of the outcome).
+  std::chrono::milliseconds settle{200};
+
+  // Test seams (tests/kernel crash tests hold a crash window open with
+  // these): pause after a memory.high clamp is written and journaled, and
+  // after the first step of a multi-step plan. Zero: no pause.
+  std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
+
   // Test seams. before_write runs before every attribute write (including
   // rollback writes); an error fails that write. after_step runs after each
   // planned step has been applied.
@@ -77,9 +100,28 @@ struct Actual {
   std::string cpu_weight_raw, cpu_max_raw, memory_max_raw;
 };
 
+// memory.events counters (cgroup v2 memory controller), or their deltas.
+struct MemoryEvents {
+  uint64_t oom = 0, oom_kill = 0, high = 0, max = 0;
+  bool operator==(const MemoryEvents&) const = default;
+};
+
 struct ResizeReport {
   std::vector<StepReport> steps;  // every attribute written, in order
   uint64_t bytes_reclaimed = 0;
+  // Per target id: memory.events deltas over the operation and the settle
+  // period after it. A resize with an oom_kill here is never plainly applied.
+  std::map<std::string, MemoryEvents> events;
+  // Highest memory PSI avg10 seen while shrinking (percent), and the usage
+  // growth rate measured while reclaiming (bytes/s, negative: shrinking).
+  double psi_some_avg10 = 0, psi_full_avg10 = 0;
+  int64_t growth_bytes_per_sec = 0;
+  std::chrono::milliseconds duration{0};
+  bool killed() const {
+    for (const auto& [id, e] : events)
+      if (e.oom_kill) return true;
+    return false;
+  }
 };
 
 // The attribute values podshim writes for `r` (what `podshimctl
@@ -93,9 +135,13 @@ AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_roun
 
 // Why a memory shrink was refused: the payload of an Error of kind
 // ErrorKind::ShrinkRefused (errno EBUSY). Bytes; `id` names the cgroup.
+enum class ShrinkWhy { Usage, Growth, Pressure, Timeout };
 struct ShrinkRefusal {
   std::string id;
   uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;
+  ShrinkWhy why = ShrinkWhy::Usage;
+  int64_t growth_bytes_per_sec = 0;  // Growth
+  double psi_some_avg10 = 0, psi_full_avg10 = 0;  // Pressure
 };
 // The refusal as an Error, its message in the kubelet's words
 // ("memory limit (N) below current usage (M)", pkg/kubelet/kuberuntime
@@ -107,9 +153,17 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(EngineOptions opts);
   ~Engine();
 
+  using Done = std::function<void(Result<ResizeReport>)>;
   // Plans and executes with shrink safety and rollback. Resizes of the same
-  // cgroup never interleave.
+  // cgroup never interleave. With opts.schedule set, returns at once and
+  // calls `done` from the loop; otherwise `done` runs before it returns.
+  void resize(const PodResizeRequest& req, Done done);
+  // The same, waiting in place (podshimctl, tests, the benchmarks).
   Result<ResizeReport> resize(const PodResizeRequest& req);
+  // Restores the memory.high clamps a ReclaimOnly resize left on these
+  // cgroups (paths as in ResizeTarget), after the runtime's write landed or
+  // failed. Unknown paths are ignored.
+  Result<void> release(const std::vector<std::string>& cgroup_paths);
   // Kernel values of one cgroup; cpu request via the container formula.
   Result<Actual> read_actual(const std::string& cgroup_path);
   Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
