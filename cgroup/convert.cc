@@ -352,7 +352,7 @@ Result<void> check_memory_limit(int64_t bytes, const KernelLimitOptions& o, std:
   if (static_cast<uint64_t>(bytes) > max) {
     return fail(EINVAL, "{}", prefixed(what, fmt::format(
         "memory limit {} bytes exceeds the kernel's maximum {} bytes (PAGE_COUNTER_MAX pages, "
-        "include/linux/page_counter.h): the kernel would store it as \"max\"", bytes, max)));
+        "include/linux/page_counter.h, read back as \"max\"): the kernel would make it unlimited", bytes, max)));
   }
   return {};
 }
@@ -361,7 +361,8 @@ Result<void> check_memory_limit(int64_t bytes, const KernelLimitOptions& o, std:
 
 uint64_t kernel_max_memory_bytes(uint64_t page_size_bytes) {
   if (page_size_bytes == 0) page_size_bytes = page_size();
-  return static_cast<uint64_t>(INT64_MAX) / page_size_bytes * page_size_bytes;
+  // PAGE_COUNTER_MAX pages read back as "max"; one byte less stays a number.
+  return static_cast<uint64_t>(INT64_MAX) / page_size_bytes * page_size_bytes - 1;
 }
 
 int64_t kernel_max_cpu_limit_milli(const KernelLimitOptions& o) {

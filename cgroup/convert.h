@@ -214,8 +214,10 @@ inline constexpr uint64_t kKernelMaxCfsQuotaUs = (uint64_t{1} << 44) - 1;  // ma
 // never fails on a number: it stores min(bytes / PAGE_SIZE, PAGE_COUNTER_MAX)
 // pages, PAGE_COUNTER_MAX = LONG_MAX / PAGE_SIZE on 64-bit
 // (include/linux/page_counter.h). So a limit below one page becomes 0 (every
-// charge fails, the cgroup OOM-kills at once) and one above
-// PAGE_COUNTER_MAX pages silently becomes "max". Both are refused here.
+// charge fails, the cgroup OOM-kills at once) and one of
+// PAGE_COUNTER_MAX pages or more silently becomes "max" (memory_max_show prints
+// "max" for exactly PAGE_COUNTER_MAX). Both are refused here.
+// The largest memory.max byte count that does not become "max".
 uint64_t kernel_max_memory_bytes(uint64_t page_size_bytes);
 
 struct KernelLimitOptions {

@@ -237,7 +237,11 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
   // What the apiserver refuses for pod-level resources (a container limit
   // above the pod's, requests adding up to more than the pod's) is an invalid
   // request, refused before anything is recorded (issue 17.4).
-  if (pod) PODSHIM_TRY(validate_pod_level(pod_level, new_named));
+  // A pod learned over NRI carries the runtime's sandbox totals (CRI
+  // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
+  // necessarily a pod-level spec: only pod-level values podshim was given are
+  // validated as such.
+  if (pod && (pod->source != Source::Nri || pod_resources)) PODSHIM_TRY(validate_pod_level(pod_level, new_named));
 
   // 4. Infeasible: removals, QoS change, more than the node has.
   for (const auto& it : items) {

@@ -239,8 +239,9 @@ TEST(KernelLimits, ConstantsAreTheKernels) {
   EXPECT_EQ(kKernelMaxCfsQuotaUs, 17592186044415u);  // MAX_BW = 2^(64-20) - 1
   EXPECT_EQ(kKernelMinCfsPeriodUs, 1000u);
   EXPECT_EQ(kKernelMaxCfsPeriodUs, 1000000u);
-  EXPECT_EQ(kernel_max_memory_bytes(4096), 9223372036854771712u);   // (LONG_MAX/4096)*4096
-  EXPECT_EQ(kernel_max_memory_bytes(65536), 9223372036854710272u);  // 64k pages (arm64)
+  // PAGE_COUNTER_MAX = LONG_MAX / PAGE_SIZE pages read back as "max": one byte below that.
+  EXPECT_EQ(kernel_max_memory_bytes(4096), 9223372036854771711u);   // (LONG_MAX/4096)*4096 - 1
+  EXPECT_EQ(kernel_max_memory_bytes(65536), 9223372036854710271u);  // 64k pages (arm64)
 }
 
 TEST(KernelLimits, TheLargestCpuLimitIsExactlyAtTheBound) {
@@ -300,10 +301,10 @@ TEST(KernelLimits, MemoryBelowAPageOrAbovePageCounterMax) {
   EXPECT_NE(below.error().message.find("pod 'p1': memory limit 4095 bytes is below one page (4096 bytes)"),
             std::string::npos) << below.error().message;
   EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 4096}, o));
-  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771712}, o));
-  auto above = check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771713}, o);
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771711}, o));
+  auto above = check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771712}, o);
   ASSERT_FALSE(above);
-  EXPECT_NE(above.error().message.find("exceeds the kernel's maximum 9223372036854771712 bytes (PAGE_COUNTER_MAX"),
+  EXPECT_NE(above.error().message.find("exceeds the kernel's maximum 9223372036854771711 bytes (PAGE_COUNTER_MAX"),
             std::string::npos) << above.error().message;
   // 0 is "unset" (memory.max "max"), as the kubelet sends it.
   EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 0}, o));

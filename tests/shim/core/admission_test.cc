@@ -305,5 +305,18 @@ TEST_F(PodLevelResize, KernelLimitsAreRefusedBeforeAnythingIsRecorded) {
   EXPECT_TRUE(act.calls.empty());
 }
 
+TEST_F(PodLevelResize, NriSandboxTotalsAreNotValidatedAsAPodLevelSpec) {
+  // Over NRI the pod's resources are the runtime's sandbox totals (CRI
+  // LinuxPodSandboxConfig.resources): raising one container above that old
+  // total is no pod-level violation.
+  ASSERT_TRUE(store->update_pod("p1", [](Pod& p) {
+    p.source = Source::Nri;
+    p.resources = K8sResources{350, 700, 96 * Mi, 352 * Mi};
+  }));
+  auto r = resize_c1({nullopt, 900, nullopt, nullopt});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied) << r->message;
+}
+
 }  // namespace
 }  // namespace podshim::core
