@@ -298,4 +298,124 @@ LinuxResourceValues to_linux_resources(const K8sResources& r) {
   return out;
 }
 
+// ---- Kernel limits (the constants and their sources are in convert.h).
+
+namespace {
+
+std::string cpu_text(int64_t milli) {
+  return milli % kMilliCpuPerCpu == 0 ? fmt::format("{}", milli / kMilliCpuPerCpu) : fmt::format("{}m", milli);
+}
+
+std::string prefixed(std::string_view what, std::string msg) {
+  return what.empty() ? msg : fmt::format("{}: {}", what, msg);
+}
+
+uint64_t effective_page_size(const KernelLimitOptions& o) { return o.page_size ? o.page_size : page_size(); }
+
+Result<void> check_period(uint64_t period_us, std::string_view what) {
+  if (period_us < kKernelMinCfsPeriodUs || period_us > kKernelMaxCfsPeriodUs) {
+    return fail(EINVAL, "{}", prefixed(what, fmt::format(
+        "cpu.max period {} us is outside the kernel's range {}..{} us "
+        "(min_cfs_quota_period..max_cfs_quota_period, kernel/sched/core.c)",
+        period_us, kKernelMinCfsPeriodUs, kKernelMaxCfsPeriodUs)));
+  }
+  return {};
+}
+
+// The quota as written, exactly (no clamp to INT64_MAX): what the kernel
+// would be asked to take.
+unsigned __int128 quota_for(int64_t milli, const KernelLimitOptions& o) {
+  unsigned __int128 q = static_cast<unsigned __int128>(milli) * o.period_us / kMilliCpuPerCpu;
+  if (q < kMinQuotaPeriodUs) q = kMinQuotaPeriodUs;  // the kubelet's MinQuotaPeriod
+  if (o.systemd_rounding && q <= kKernelMaxCfsQuotaUs * 2) q = systemd_round_quota_us(static_cast<uint64_t>(q), o.period_us);
+  return q;
+}
+
+std::string u128_text(unsigned __int128 v) {
+  if (v <= UINT64_MAX) return std::to_string(static_cast<uint64_t>(v));
+  std::string s;
+  while (v) {
+    s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  }
+  return s;
+}
+
+Result<void> check_memory_limit(int64_t bytes, const KernelLimitOptions& o, std::string_view what) {
+  const uint64_t ps = effective_page_size(o);
+  if (static_cast<uint64_t>(bytes) < ps) {
+    return fail(EINVAL, "{}", prefixed(what, fmt::format(
+        "memory limit {} bytes is below one page ({} bytes): the kernel would set memory.max to 0 "
+        "(page_counter_memparse rounds down to whole pages, mm/page_counter.c)", bytes, ps)));
+  }
+  const uint64_t max = kernel_max_memory_bytes(ps);
+  if (static_cast<uint64_t>(bytes) > max) {
+    return fail(EINVAL, "{}", prefixed(what, fmt::format(
+        "memory limit {} bytes exceeds the kernel's maximum {} bytes (PAGE_COUNTER_MAX pages, "
+        "include/linux/page_counter.h, read back as \"max\"): the kernel would make it unlimited", bytes, max)));
+  }
+  return {};
+}
+
+}  // namespace
+
+uint64_t kernel_max_memory_bytes(uint64_t page_size_bytes) {
+  if (page_size_bytes == 0) page_size_bytes = page_size();
+  // PAGE_COUNTER_MAX pages read back as "max"; one byte less stays a number.
+  return static_cast<uint64_t>(INT64_MAX) / page_size_bytes * page_size_bytes - 1;
+}
+
+int64_t kernel_max_cpu_limit_milli(const KernelLimitOptions& o) {
+  // quota = m*period/1000 (floor) ≤ max  ⇔  m ≤ ((max+1)*1000 - 1)/period.
+  unsigned __int128 m = (static_cast<unsigned __int128>(kKernelMaxCfsQuotaUs + 1) * kMilliCpuPerCpu - 1) /
+                        (o.period_us ? o.period_us : kQuotaPeriodUs);
+  // The systemd round-up can push the largest value over; step down until it fits.
+  while (m > 0 && quota_for(static_cast<int64_t>(m), o) > kKernelMaxCfsQuotaUs) --m;
+  return static_cast<int64_t>(m);
+}
+
+Result<void> check_kernel_limits(const K8sResources& r, const KernelLimitOptions& o, std::string_view what) {
+  const std::pair<const char*, const std::optional<int64_t>*> fields[] = {
+      {"cpu request", &r.cpu_request_milli}, {"cpu limit", &r.cpu_limit_milli},
+      {"memory request", &r.memory_request_bytes}, {"memory limit", &r.memory_limit_bytes}};
+  for (const auto& [name, v] : fields) {
+    if (*v && **v < 0) return fail(EINVAL, "{}", prefixed(what, fmt::format("{} {} is negative", name, **v)));
+  }
+  if (r.cpu_limit_milli && *r.cpu_limit_milli > 0) {
+    PODSHIM_TRY(check_period(o.period_us, what));
+    const unsigned __int128 quota = quota_for(*r.cpu_limit_milli, o);
+    if (quota > kKernelMaxCfsQuotaUs) {
+      return fail(EINVAL, "{}", prefixed(what, fmt::format(
+          "cpu limit {}: cpu.max quota {} us exceeds the kernel's maximum {} us (max_cfs_runtime, "
+          "kernel/sched/core.c); the largest cpu limit at period {} us is {}",
+          cpu_text(*r.cpu_limit_milli), u128_text(quota), kKernelMaxCfsQuotaUs, o.period_us,
+          cpu_text(kernel_max_cpu_limit_milli(o)))));
+    }
+  }
+  // A zero memory limit means "unset" (memory.max "max"), as the kubelet sends it.
+  if (r.memory_limit_bytes && *r.memory_limit_bytes > 0) PODSHIM_TRY(check_memory_limit(*r.memory_limit_bytes, o, what));
+  return {};
+}
+
+Result<void> check_kernel_limits(const LinuxResourceValues& v, const KernelLimitOptions& o, std::string_view what) {
+  const uint64_t period = v.cpu_period ? v.cpu_period : o.period_us;
+  if (v.cpu_period) PODSHIM_TRY(check_period(v.cpu_period, what));
+  if (v.cpu_quota > 0) {
+    PODSHIM_TRY(check_period(period, what));
+    const auto quota = static_cast<uint64_t>(v.cpu_quota);
+    if (quota < kKernelMinCfsQuotaUs) {
+      return fail(EINVAL, "{}", prefixed(what, fmt::format(
+          "cpu.max quota {} us is below the kernel's minimum {} us (min_cfs_quota_period, kernel/sched/core.c)",
+          quota, kKernelMinCfsQuotaUs)));
+    }
+    if (quota > kKernelMaxCfsQuotaUs) {
+      return fail(EINVAL, "{}", prefixed(what, fmt::format(
+          "cpu.max quota {} us exceeds the kernel's maximum {} us (max_cfs_runtime, kernel/sched/core.c)",
+          quota, kKernelMaxCfsQuotaUs)));
+    }
+  }
+  if (v.memory_limit > 0) PODSHIM_TRY(check_memory_limit(v.memory_limit, o, what));
+  return {};
+}
+
 }  // namespace podshim::cgroup

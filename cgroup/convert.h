@@ -192,4 +192,55 @@ K8sResources from_linux_resources(const LinuxResourceValues& v, const K8sResourc
 // unset limits as -1 (runc writes "max" for a negative limit).
 LinuxResourceValues to_linux_resources(const K8sResources& r);
 
+// ---- What the kernel accepts (checked before anything is recorded).
+//
+// cpu.max: cpu_max_write parses "$QUOTA $PERIOD" in microseconds and the
+// bandwidth setter (tg_set_cfs_bandwidth, tg_set_bandwidth since the 2025
+// sched_ext rework; kernel/sched/core.c) returns EINVAL when
+//   period < min_cfs_quota_period (1 ms) or period > max_cfs_quota_period (1 s),
+//   quota  < 1 ms, or quota > max_cfs_runtime = MAX_BW µs, where
+//   MAX_BW = 2^(64 - BW_SHIFT) - 1 and BW_SHIFT = 20 (kernel/sched/sched.h):
+//   17592186044415 µs, "more than 203 days" per period.
+inline constexpr uint64_t kKernelMinCfsPeriodUs = 1000;     // min_cfs_quota_period
+inline constexpr uint64_t kKernelMaxCfsPeriodUs = 1000000;  // max_cfs_quota_period
+inline constexpr uint64_t kKernelMinCfsQuotaUs = 1000;      // quota < 1 ms: EINVAL
+inline constexpr uint64_t kKernelMaxCfsQuotaUs = (uint64_t{1} << 44) - 1;  // max_cfs_runtime
+// cpu.weight: cpu_weight_write_u64 returns ERANGE outside
+// [CGROUP_WEIGHT_MIN, CGROUP_WEIGHT_MAX] = [1, 10000] (kernel/sched/core.c,
+// include/linux/cgroup.h). Shares are clamped to [2, 262144] before the
+// conversion, so a Kubernetes request always lands inside.
+//
+// memory.max: memory_max_write → page_counter_memparse (mm/page_counter.c)
+// never fails on a number: it stores min(bytes / PAGE_SIZE, PAGE_COUNTER_MAX)
+// pages, PAGE_COUNTER_MAX = LONG_MAX / PAGE_SIZE on 64-bit
+// (include/linux/page_counter.h). So a limit below one page becomes 0 (every
+// charge fails, the cgroup OOM-kills at once) and one of
+// PAGE_COUNTER_MAX pages or more silently becomes "max" (memory_max_show prints
+// "max" for exactly PAGE_COUNTER_MAX). Both are refused here.
+// The largest memory.max byte count that does not become "max".
+uint64_t kernel_max_memory_bytes(uint64_t page_size_bytes);
+
+struct KernelLimitOptions {
+  uint64_t period_us = kQuotaPeriodUs;
+  bool systemd_rounding = false;  // the quota runc writes after the 10 ms round-up
+  uint64_t page_size = 0;         // 0: this machine's (sysconf)
+};
+
+// The largest cpu limit (milliCPU) whose cpu.max quota the kernel takes at
+// this period (and rounding).
+int64_t kernel_max_cpu_limit_milli(const KernelLimitOptions& o = {});
+
+// Refuses (EINVAL) any value of `r` whose cgroup value the kernel would refuse
+// or silently change, naming the field, the value and the kernel's limit with
+// its source, e.g. "cpu limit 10000000000000000m: cpu.max quota
+// 1000000000000000000 µs exceeds the kernel's maximum 17592186044415 µs
+// (max_cfs_runtime, kernel/sched/core.c); the largest cpu limit is
+// 175921860444m". `what` prefixes the message ("container 'c1'").
+Result<void> check_kernel_limits(const K8sResources& r, const KernelLimitOptions& o = {},
+                                 std::string_view what = {});
+// The same for OCI/NRI values as the runtime sends them (quota/period as
+// given, 0 = unchanged, negative = unlimited).
+Result<void> check_kernel_limits(const LinuxResourceValues& v, const KernelLimitOptions& o = {},
+                                 std::string_view what = {});
+
 }  // namespace podshim::cgroup

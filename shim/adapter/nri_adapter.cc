@@ -229,6 +229,11 @@ Result<void> NriAdapter::update_container(const api::PodSandbox& pod, const api:
     known = store_.container(ctr.id());
   }
   const cgroup::K8sResources current = known ? known->desired : cgroup::K8sResources{};
+  // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
+  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("container {}", ctr.id())); !k) {
+    log::at(log::Level::Warning, {{"CONTAINER_ID", ctr.id()}}, "refusing resize: {}", k.error().message);
+    return Unexpected(k.error());
+  }
   const cgroup::K8sResources next = resources_from_nri(resources, current);
   const std::string path = known ? known->cgroup_path : ctr.linux().cgroups_path();
 
@@ -263,6 +268,11 @@ Result<void> NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& 
   const auto& p = req.pod();
   auto known = store_.pod(p.uid());
   const cgroup::K8sResources current = known ? known->resources : cgroup::K8sResources{};
+  if (auto k = cgroup::check_kernel_limits(linux_values(req.linux_resources()), {}, fmt::format("pod {}", p.uid()));
+      !k) {
+    log::warn("refusing pod resize of {}: {}", p.uid(), k.error().message);
+    return Unexpected(k.error());
+  }
   const cgroup::K8sResources next = resources_from_nri(req.linux_resources(), current);
   auto r = guard(p.uid(), p.linux().cgroup_parent(), next, true);
   if (!r) {

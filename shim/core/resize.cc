@@ -8,6 +8,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include "shim/core/admission.h"
 #include "shim/core/metrics.h"
 
 namespace podshim::core {
@@ -67,26 +68,6 @@ ActualResources to_actual(const cgroup::Actual& a) {
   out.memory_current = a.memory_current;
   out.oom_kill = a.oom_kill;
   out.read_unix_ms = now_unix_ms();
-  return out;
-}
-
-// Sums container values into a pod cgroup target the way the kubelet's
-// ResourceConfigForPod does: requests always add up; a limit exists only if
-// every container declares one.
-K8sResources aggregate(const std::vector<K8sResources>& cs) {
-  K8sResources out;
-  int64_t cpu_req = 0, mem_req = 0, cpu_lim = 0, mem_lim = 0;
-  bool all_cpu_lim = !cs.empty(), all_mem_lim = !cs.empty();
-  for (const auto& r : cs) {
-    cpu_req += eff_cpu_req(r);
-    mem_req += eff_mem_req(r);
-    if (r.cpu_limit_milli) cpu_lim += *r.cpu_limit_milli; else all_cpu_lim = false;
-    if (r.memory_limit_bytes) mem_lim += *r.memory_limit_bytes; else all_mem_lim = false;
-  }
-  if (cpu_req) out.cpu_request_milli = cpu_req;
-  if (mem_req) out.memory_request_bytes = mem_req;
-  if (all_cpu_lim) out.cpu_limit_milli = cpu_lim;
-  if (all_mem_lim) out.memory_limit_bytes = mem_lim;
   return out;
 }
 
@@ -191,6 +172,8 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     Item it{*c, merge(c->desired, r.resources, r.remove), r.cpu_policy.value_or(c->cpu_policy),
             r.memory_policy.value_or(c->memory_policy), false};
     PODSHIM_TRY(validate(fmt::format("container '{}'", c->id), it.next));
+    // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
+    PODSHIM_TRY(cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", c->id)));
     // Removing a request or limit that is allocated can never be honoured.
     const auto& a = c->allocated;
     it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) ||
@@ -204,7 +187,11 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     PODSHIM_TRY(validate(fmt::format("pod '{}'", pod_uid), *pod_resources));
     if (!pod) return fail(ENOENT, "no pod '{}' known with a cgroup to resize", pod_uid);
     if (pod->cgroup_path.empty()) return fail(EINVAL, "pod '{}' has no cgroup path to resize", pod_uid);
+    PODSHIM_TRY(cgroup::check_kernel_limits(*pod_resources, {}, fmt::format("pod '{}'", pod_uid)));
   }
+  // The pod-level resources after this request; values not given keep theirs.
+  K8sResources pod_level = pod ? pod->resources : K8sResources{};
+  if (pod_resources) pod_level = merge(pod_level, *pod_resources, {});
 
   ResizeResult result;
   const int64_t now = now_unix_ms();
@@ -233,17 +220,28 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
   // 3. The pod as it would be: siblings keep their allocated resources.
   auto siblings = pod_uid.empty() ? std::vector<Container>{} : store_.containers_of(pod_uid);
   std::vector<K8sResources> old_pod, new_pod;
+  std::vector<NamedResources> new_named;
   for (const auto& s : siblings) {
     old_pod.push_back(s.allocated);
     auto f = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
     new_pod.push_back(f != items.end() ? f->next : s.allocated);
+    new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
   }
   if (siblings.empty()) {
     for (const auto& it : items) {
       old_pod.push_back(it.c.allocated);
       new_pod.push_back(it.next);
+      new_named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
     }
   }
+  // What the apiserver refuses for pod-level resources (a container limit
+  // above the pod's, requests adding up to more than the pod's) is an invalid
+  // request, refused before anything is recorded (issue 17.4).
+  // A pod learned over NRI carries the runtime's sandbox totals (CRI
+  // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
+  // necessarily a pod-level spec: only pod-level values podshim was given are
+  // validated as such.
+  if (pod && (pod->source != Source::Nri || pod_resources)) PODSHIM_TRY(validate_pod_level(pod_level, new_named));
 
   // 4. Infeasible: removals, QoS change, more than the node has.
   for (const auto& it : items) {
@@ -268,12 +266,14 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     PODSHIM_TRY(set_pending(kReasonInfeasible, result.message));
     return result;
   }
-  K8sResources new_total = pod_resources ? *pod_resources : aggregate(new_pod);
-  K8sResources old_total = aggregate(old_pod);
-  if (pod && !pod_resources && (pod->resources.cpu_request_milli || pod->resources.memory_request_bytes)) {
-    old_total = pod->resources;
-    new_total = pod->resources;
-  }
+  // The pod cgroup as the kubelet derives it: the pod-level values where set,
+  // the containers' aggregate otherwise (admission.h pod_cgroup_target), so a
+  // container resize never rewrites pod-level limits (issue 17.4).
+  Pod old_pod_spec = pod ? *pod : Pod{}, new_pod_spec = old_pod_spec;
+  new_pod_spec.resources = pod_level;
+  K8sResources new_total = pod_cgroup_target(new_pod_spec, new_pod);
+  K8sResources old_total = pod_cgroup_target(old_pod_spec, old_pod);
+  if (pod) PODSHIM_TRY(cgroup::check_kernel_limits(new_total, {}, fmt::format("pod '{}' cgroup", pod_uid)));
   const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
   if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
     bool mem = mem_need > allocatable_.memory_bytes;
@@ -336,8 +336,8 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     actuated.push_back(&it);
   }
   bool pod_changes = pod && !pod->cgroup_path.empty() &&
-                     (pod_resources ? (cpu_differs(pod->resources, *pod_resources) ||
-                                       mem_differs(pod->resources, *pod_resources))
+                     (pod_resources ? (cpu_differs(pod->resources, pod_level) ||
+                                       mem_differs(pod->resources, pod_level))
                                     : !plan.containers.empty());
   if (pod_changes) {
     plan.pod = cgroup::ResizeTarget{pod->uid, pod->cgroup_path, new_total};
@@ -381,7 +381,7 @@ Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8s
     }
     if (plan.pod) {
       auto p = *pod;
-      if (pod_resources) p.resources = *pod_resources;
+      if (pod_resources) p.resources = pod_level;
       if (auto a = actuator_.read_actual(p.cgroup_path)) p.actual = to_actual(*a);
       PODSHIM_TRY(store_.upsert_pod(p));
     }

@@ -1,6 +1,7 @@
 // podshimctl cgroup-values: prints the exact strings podshim writes to
 // cpu.weight, cpu.max and memory.max for given Kubernetes quantities, so an
-// operator can predict what the kernel will get.
+// operator can predict what the kernel will get. Values the kernel would
+// refuse are refused here too, naming the kernel's limit.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -66,6 +67,15 @@ int cmd_cgroup_values(int argc, char** argv) {
   // A zero quantity is "unset" for limits, as in the kubelet (MilliCPUToQuota(0) = 0 → no quota).
   if (r.cpu_limit_milli == 0) r.cpu_limit_milli.reset();
   if (r.memory_limit_bytes == 0) r.memory_limit_bytes.reset();
+  // Refuse what the kernel would refuse (or silently change) instead of
+  // printing a value no write could make true (issue 17: a cpu limit of 10^13
+  // cores printed a cpu.max the kernel answers with EINVAL).
+  cgroup::KernelLimitOptions limits;
+  limits.systemd_rounding = systemd;
+  if (auto k = cgroup::check_kernel_limits(r, limits); !k) {
+    std::fprintf(stderr, "podshimctl cgroup-values: %s\n", k.error().message.c_str());
+    return kExitUsage;
+  }
   cgroup::AttrValues v = cgroup::attr_values(r, formula, systemd);
   nlohmann::json out;
   // With neither request nor limit the kubelet still sends MinShares (2),

@@ -5,6 +5,7 @@
 
 #include "base/quantity.h"
 #include "base/str.h"
+#include "cgroup/convert.h"
 #include "shim/ctl/common.h"
 
 namespace podshim::ctl {
@@ -23,6 +24,8 @@ constexpr const char* kUsage =
     "  --memory-request Q  memory request\n"
     "  --policy LIST       resizePolicy per resource: NotRequired or RestartContainer\n"
     "  --pod               ID is a pod uid; resize pod-level resources\n"
+    "A quantity the kernel cannot take (a cpu limit above 175921860444m, a memory\n"
+    "limit below one page) is refused here, exit status 2.\n"
     "Values not given keep their current setting. Exit status 0 when applied (or\n"
     "allocated pending a restart that podshim never performs itself), 1 when\n"
     "deferred, infeasible or actuation failed.";
@@ -56,6 +59,12 @@ int run_resize(int argc, char** argv) {
         std::fprintf(stderr, "podshimctl resize: %s: %s\n", argv[i - 1], q.error().message.c_str());
         return kExitUsage;
       }
+      cgroup::K8sResources one;
+      (a == "--cpu-limit" ? one.cpu_limit_milli : one.cpu_request_milli) = *q;
+      if (auto k = cgroup::check_kernel_limits(one); !k) {
+        std::fprintf(stderr, "podshimctl resize: %s %s: %s\n", argv[i - 1], v, k.error().message.c_str());
+        return kExitUsage;
+      }
       (a == "--cpu-limit" ? limits : requests)["cpu"] = v;
       continue;
     }
@@ -65,6 +74,12 @@ int run_resize(int argc, char** argv) {
       auto q = quantity::parse_memory_bytes(v);
       if (!q) {
         std::fprintf(stderr, "podshimctl resize: %s: %s\n", argv[i - 1], q.error().message.c_str());
+        return kExitUsage;
+      }
+      cgroup::K8sResources one;
+      (a == "--memory-request" ? one.memory_request_bytes : one.memory_limit_bytes) = *q;
+      if (auto k = cgroup::check_kernel_limits(one); !k) {
+        std::fprintf(stderr, "podshimctl resize: %s %s: %s\n", argv[i - 1], v, k.error().message.c_str());
         return kExitUsage;
       }
       (a == "--memory-request" ? requests : limits)["memory"] = v;

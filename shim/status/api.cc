@@ -348,6 +348,7 @@ Reply Api::register_container(std::string_view body) {
     core::K8sResources r;
     auto pr = parse_resources(*it, "resources", &r, nullptr);
     if (!pr) return error_reply(400, pr.error().message);
+    if (auto k = cgroup::check_kernel_limits(r, {}, "resources"); !k) return error_reply(400, k.error().message);
     c.desired = c.allocated = r;
   }
   if (!c.pod_uid.empty() && !deps_.store->pod(c.pod_uid)) {

@@ -77,5 +77,25 @@ TEST(CgroupValues, BadInputIsAUsageError) {
   EXPECT_NE(r.err.find("'lots'"), std::string::npos) << r.err;
 }
 
+TEST(CgroupValues, RefusesWhatTheKernelWouldRefuse) {
+  // Issue 17: 10^13 cores printed a cpu.max the kernel answers with EINVAL.
+  auto r = run({"--cpu-limit", "10000000000000"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("cpu limit 10000000000000: cpu.max quota 1000000000000000000 us exceeds the kernel's "
+                       "maximum 17592186044415 us (max_cfs_runtime"),
+            std::string::npos) << r.err;
+  // The largest limit the kernel takes still prints.
+  r = run({"--cpu-limit", "175921860444m"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cpu.max"], "17592186044400 100000");
+  // systemd's 10 ms round-up raises the quota written: the bound is lower there.
+  r = run({"--cpu-limit", "175921860444m", "--cgroup-driver", "systemd"});
+  EXPECT_EQ(r.code, kExitUsage) << r.out;
+  r = run({"--memory-limit", "100"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("below one page"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace podshim::ctl

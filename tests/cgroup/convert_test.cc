@@ -232,5 +232,125 @@ TEST(Convert, LinuxResourcesZeroMeansUnchanged) {
   }
 }
 
+// ---- Kernel limits (kernel/sched/core.c tg_set_cfs_bandwidth / tg_set_bandwidth,
+// mm/page_counter.c page_counter_memparse, include/linux/page_counter.h).
+
+TEST(KernelLimits, ConstantsAreTheKernels) {
+  EXPECT_EQ(kKernelMaxCfsQuotaUs, 17592186044415u);  // MAX_BW = 2^(64-20) - 1
+  EXPECT_EQ(kKernelMinCfsPeriodUs, 1000u);
+  EXPECT_EQ(kKernelMaxCfsPeriodUs, 1000000u);
+  // PAGE_COUNTER_MAX = LONG_MAX / PAGE_SIZE pages read back as "max": one byte below that.
+  EXPECT_EQ(kernel_max_memory_bytes(4096), 9223372036854771711u);   // (LONG_MAX/4096)*4096 - 1
+  EXPECT_EQ(kernel_max_memory_bytes(65536), 9223372036854710271u);  // 64k pages (arm64)
+}
+
+TEST(KernelLimits, TheLargestCpuLimitIsExactlyAtTheBound) {
+  const int64_t max = kernel_max_cpu_limit_milli();
+  EXPECT_EQ(max, 175921860444);
+  EXPECT_LE(milli_cpu_to_quota_us(max), kKernelMaxCfsQuotaUs);
+  EXPECT_GT(milli_cpu_to_quota_us(max + 1), kKernelMaxCfsQuotaUs);
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, max, std::nullopt, std::nullopt}));
+  EXPECT_FALSE(check_kernel_limits(K8sResources{std::nullopt, max + 1, std::nullopt, std::nullopt}));
+  // With runc's systemd round-up the quota written is larger, so the bound is lower.
+  KernelLimitOptions sd;
+  sd.systemd_rounding = true;
+  const int64_t sd_max = kernel_max_cpu_limit_milli(sd);
+  EXPECT_EQ(sd_max, 175921860440);
+  EXPECT_LE(systemd_round_quota_us(milli_cpu_to_quota_us(sd_max)), kKernelMaxCfsQuotaUs);
+  EXPECT_GT(systemd_round_quota_us(milli_cpu_to_quota_us(sd_max + 1)), kKernelMaxCfsQuotaUs);
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, max, std::nullopt, std::nullopt}, {}));
+  EXPECT_FALSE(check_kernel_limits(K8sResources{std::nullopt, max, std::nullopt, std::nullopt}, sd));
+}
+
+TEST(KernelLimits, TenToTheThirteenCoresIsRefusedNamingTheLimit) {
+  // The case: a cpu limit of 10^13 cores, quota 10^18 us.
+  auto r = check_kernel_limits(K8sResources{std::nullopt, 10'000'000'000'000'000, std::nullopt, std::nullopt}, {},
+                               "container 'c1'");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  const std::string& m = r.error().message;
+  EXPECT_NE(m.find("container 'c1': cpu limit 10000000000000:"), std::string::npos) << m;
+  EXPECT_NE(m.find("quota 1000000000000000000 us"), std::string::npos) << m;
+  EXPECT_NE(m.find("maximum 17592186044415 us (max_cfs_runtime, kernel/sched/core.c)"), std::string::npos) << m;
+  EXPECT_NE(m.find("largest cpu limit at period 100000 us is 175921860444m"), std::string::npos) << m;
+  // Values past the int64 quota (the conversion would otherwise clamp) too.
+  EXPECT_FALSE(check_kernel_limits(K8sResources{std::nullopt, INT64_MAX, std::nullopt, std::nullopt}));
+}
+
+TEST(KernelLimits, PeriodOutsideTheKernelsRange) {
+  KernelLimitOptions o;
+  o.period_us = 999;
+  auto r = check_kernel_limits(K8sResources{std::nullopt, 1000, std::nullopt, std::nullopt}, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("period 999 us is outside the kernel's range 1000..1000000 us"),
+            std::string::npos) << r.error().message;
+  o.period_us = 1000001;
+  EXPECT_FALSE(check_kernel_limits(K8sResources{std::nullopt, 1000, std::nullopt, std::nullopt}, o));
+  o.period_us = 1000000;
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, 1000, std::nullopt, std::nullopt}, o));
+  // No limit: the period is never written with a quota, nothing to check.
+  o.period_us = 5;
+  EXPECT_TRUE(check_kernel_limits(K8sResources{500, std::nullopt, std::nullopt, std::nullopt}, o));
+}
+
+TEST(KernelLimits, MemoryBelowAPageOrAbovePageCounterMax) {
+  KernelLimitOptions o;
+  o.page_size = 4096;
+  auto below = check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 4095}, o, "pod 'p1'");
+  ASSERT_FALSE(below);
+  EXPECT_NE(below.error().message.find("pod 'p1': memory limit 4095 bytes is below one page (4096 bytes)"),
+            std::string::npos) << below.error().message;
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 4096}, o));
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771711}, o));
+  auto above = check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 9223372036854771712}, o);
+  ASSERT_FALSE(above);
+  EXPECT_NE(above.error().message.find("exceeds the kernel's maximum 9223372036854771711 bytes (PAGE_COUNTER_MAX"),
+            std::string::npos) << above.error().message;
+  // 0 is "unset" (memory.max "max"), as the kubelet sends it.
+  EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, std::nullopt, 0}, o));
+}
+
+TEST(KernelLimits, NegativeValuesNameTheField) {
+  auto r = check_kernel_limits(K8sResources{-1, std::nullopt, std::nullopt, std::nullopt});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "cpu request -1 is negative");
+  EXPECT_FALSE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, -5, std::nullopt}));
+}
+
+TEST(KernelLimits, OrdinaryValuesPass) {
+  // Every limit 1m..10 CPUs (quota clamps to 1000 us below 10m) and a spread of sizes.
+  for (int64_t m = 1; m <= 10000; ++m)
+    ASSERT_TRUE(check_kernel_limits(K8sResources{m, m, std::nullopt, std::nullopt})) << m;
+  for (int64_t b : {int64_t{4096}, int64_t{1} << 20, int64_t{300} << 20, int64_t{1} << 40})
+    EXPECT_TRUE(check_kernel_limits(K8sResources{std::nullopt, std::nullopt, b, b})) << b;
+}
+
+TEST(KernelLimits, NriValuesAsTheRuntimeSendsThem) {
+  KernelLimitOptions o;
+  o.page_size = 4096;
+  LinuxResourceValues v;
+  EXPECT_TRUE(check_kernel_limits(v, o));  // all zero: nothing changes
+  v.cpu_quota = -1;                         // unlimited
+  v.memory_limit = -1;
+  EXPECT_TRUE(check_kernel_limits(v, o));
+  v.cpu_quota = 999;
+  v.cpu_period = 100000;
+  auto low = check_kernel_limits(v, o, "container 'c1'");
+  ASSERT_FALSE(low);
+  EXPECT_NE(low.error().message.find("container 'c1': cpu.max quota 999 us is below the kernel's minimum 1000 us"),
+            std::string::npos) << low.error().message;
+  v.cpu_quota = static_cast<int64_t>(kKernelMaxCfsQuotaUs);
+  EXPECT_TRUE(check_kernel_limits(v, o));
+  v.cpu_quota = static_cast<int64_t>(kKernelMaxCfsQuotaUs) + 1;
+  EXPECT_FALSE(check_kernel_limits(v, o));
+  v.cpu_quota = 50000;
+  v.cpu_period = 2000000;
+  EXPECT_FALSE(check_kernel_limits(v, o));
+  v.cpu_period = 0;  // unchanged: the default period
+  EXPECT_TRUE(check_kernel_limits(v, o));
+  v.memory_limit = 100;
+  EXPECT_FALSE(check_kernel_limits(v, o));
+}
+
 }  // namespace
 }  // namespace podshim::cgroup

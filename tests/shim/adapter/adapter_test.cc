@@ -259,6 +259,23 @@ TEST_F(AdapterE2E, ShrinkBelowUsageIsRefusedWithTheKubeletMessage) {
   EXPECT_EQ(*c->allocated.cpu_limit_milli, 500);  // cpu kept from before
 }
 
+TEST_F(AdapterE2E, AQuotaTheKernelRefusesIsRefusedBeforeAnythingIsRecorded) {
+  // Issue 17.5: the runtime's write would fail with EINVAL; refuse it first.
+  const auto before = *store_->container("c1");
+  api::LinuxResources r;
+  r.mutable_cpu()->mutable_quota()->set_value(int64_t{1} << 44);  // > max_cfs_runtime
+  r.mutable_cpu()->mutable_period()->set_value(100000);
+  std::optional<nri::Status> st;
+  sim_->update_container(p_, c1_, r, [&](nri::Status s, api::UpdateContainerResponse) { st = s; });
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }));
+  EXPECT_FALSE(st->ok());
+  EXPECT_NE(st->message.find("exceeds the kernel's maximum 17592186044415 us (max_cfs_runtime"), std::string::npos)
+      << st->message;
+  EXPECT_EQ(*store_->container("c1"), before);
+  EXPECT_EQ(tree_.get("kubepods/burstable/pod" + uid_ + "/c1", "cpu.max"), "50000 100000");
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+}
+
 TEST_F(AdapterE2E, CreateContainerInjectsRequestedCdiDevice) {
   api::Container c2 = container(p_, "c2", 64 * kMi, 2, 0);
   (*c2.mutable_annotations())["podshim.io/cdi-devices"] = "k8s.gpu.example.com/gpu=claim1-gpu-0";

@@ -228,11 +228,17 @@ TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
     EXPECT_EQ(r.status, 400) << c.body;
     EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
   }
+  // A registration carrying a value the kernel cannot take records nothing (issue 17.5).
+  auto big = req("POST", "/v1/containers", R"({"id":"big","resources":{"limits":{"memory":"100"}}})");
+  EXPECT_EQ(big.status, 400) << big.body;
+  EXPECT_NE(big.body.find("below one page"), std::string::npos) << big.body;
+  EXPECT_FALSE(store->container("big"));
   register_c("c1");
   for (auto& c : {Case{R"({"resources":{"limits":{"gpu":"1"}}})", "unknown field 'resources.limits.gpu'"},
                   Case{R"({"resources":{"limits":{"memory":"lots"}}})", "lots"},
                   Case{R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"Sometimes"}]})", "Sometimes"},
-                  Case{R"({"resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}})", "less than or equal"}}) {
+                  Case{R"({"resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}})", "less than or equal"},
+                  Case{R"({"resources":{"limits":{"cpu":"10000000000000"}}})", "(max_cfs_runtime"}}) {
     auto r = req("POST", "/v1/containers/c1/resize", c.body);
     EXPECT_EQ(r.status, 400) << c.body;
     EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
