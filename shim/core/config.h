@@ -94,7 +94,7 @@ struct Config {
   // allocated ones (shim/core/readback.h).
   std::chrono::milliseconds readback_interval{5000};  // 0: only at sync and runtime events
   std::chrono::microseconds readback_slice_budget{2000};  // loop time per slice
-  size_t readback_fd_cache = 512;  // containers whose attribute fds stay open
+  size_t readback_fd_cache = 256;  // containers whose attribute fds stay open
   bool repair_drift = false;       // rewrite the allocated values on drift
 };
 

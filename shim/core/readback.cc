@@ -1,6 +1,7 @@
 #include "shim/core/readback.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,7 +32,6 @@ constexpr uint64_t kUsageStepBytes = 1 << 20;
 constexpr uint64_t kUsageStepDivisor = 10;
 
 struct Fds {
-  UniqueFd dir;
   std::array<UniqueFd, kNumFiles> files;  // invalid: the file does not exist (controller off)
 };
 
@@ -56,13 +56,11 @@ Result<Raw> read_files(const Fds& f) {
   return raw;
 }
 
-Result<Fds> open_files(int root_fd, const std::string& relpath) {
+// Opens the attribute files beneath the cgroup directory `dir`.
+Result<Fds> open_files(int dir) {
   Fds f;
-  auto dir = fs::open_beneath(root_fd, relpath, O_RDONLY | O_DIRECTORY);
-  if (!dir) return Unexpected(dir.error());
-  f.dir = std::move(*dir);
   for (size_t i = 0; i < kNumFiles; ++i) {
-    int fd = ::openat(f.dir.get(), kFiles[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = ::openat(dir, kFiles[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
       if (errno == ENOENT) continue;  // that controller is not enabled here
       return fail_errno("opening {}", kFiles[i]);
@@ -70,7 +68,7 @@ Result<Fds> open_files(int root_fd, const std::string& relpath) {
     f.files[i] = UniqueFd(fd);
   }
   if (!f.files[kWeight] && !f.files[kCpuMax] && !f.files[kMemMax] && !f.files[kMemCurrent])
-    return fail(ENOENT, "'{}' has neither cpu nor memory attributes", relpath);
+    return fail(ENOENT, "the cgroup has neither cpu nor memory attributes (removed?)");
   return f;
 }
 
@@ -185,7 +183,8 @@ struct ReadBack::Impl {
     std::string cgroup_path;
     std::string relpath;  // resolved from cgroup_path; empty until then
     std::string state;
-    std::optional<Fds> fds;
+    UniqueFd dir;              // the cgroup directory, kept while dir_cap allows
+    std::optional<Fds> fds;   // its attribute files, kept for fd_cache containers
     K8sResources allocated;
     Clock::time_point allocated_at{};
     std::vector<Drift> drift;       // as last reported
@@ -203,7 +202,8 @@ struct ReadBack::Impl {
   mutable std::recursive_mutex mu;
   std::map<std::string, Entry, std::less<>> entries;
   std::deque<std::string> queue;
-  size_t cached = 0;
+  size_t cached = 0, dirs = 0;
+  size_t dir_cap = 0;  // directory fds kept at most (set in create())
   bool slice_scheduled = false;
   bool pass_open = false;
   Clock::time_point pass_start{};
@@ -230,6 +230,10 @@ struct ReadBack::Impl {
     if (e.fds) {
       e.fds.reset();
       --cached;
+    }
+    if (e.dir) {
+      e.dir.reset();
+      --dirs;
     }
   }
 
@@ -324,8 +328,28 @@ struct ReadBack::Impl {
       if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", e.cgroup_path));
       e.relpath = loc->relpath;
     }
-    auto f = open_files(root_fd.get(), e.relpath);
-    if (!f) return Unexpected(f.error());
+    // The directory fd is cheap for the kernel (no seq_file buffer) and
+    // spares the walk from the root on every read; the files are not
+    // (a kept cgroup attribute fd holds its seq_file and page buffer).
+    UniqueFd tmp_dir;
+    int dir = e.dir.get();
+    if (!e.dir) {
+      auto d = fs::open_beneath(root_fd.get(), e.relpath, O_RDONLY | O_DIRECTORY);
+      if (!d) return Unexpected(d.error());
+      if (dirs < dir_cap) {
+        e.dir = std::move(*d);
+        ++dirs;
+        dir = e.dir.get();
+      } else {
+        tmp_dir = std::move(*d);
+        dir = tmp_dir.get();
+      }
+    }
+    auto f = open_files(dir);
+    if (!f) {
+      if (gone_errno(f.error().code)) drop_fds(e);
+      return Unexpected(f.error());
+    }
     auto r = read_files(*f);
     if (r && cached < opts.fd_cache) {
       e.fds = std::move(*f);
@@ -557,6 +581,19 @@ Result<std::unique_ptr<ReadBack>> ReadBack::create(Store& store, cgroup::Engine*
   auto root = fs::open_dir(impl->opts.cgroup_root);
   if (!root) return wrap(root, fmt::format("read-back: cgroup root '{}'", impl->opts.cgroup_root));
   impl->root_fd = std::move(*root);
+  // Kept fds must leave room for everything else (sockets, the CDI watch,
+  // the engine's own opens): at most half the soft RLIMIT_NOFILE.
+  // Of that half, the kept files come first; directories take the rest.
+  size_t budget = 1 << 20;
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    budget = static_cast<size_t>(rl.rlim_cur / 2);
+  const size_t cap = budget / (kNumFiles + 1);
+  if (impl->opts.fd_cache > cap) {
+    log::notice("read-back: keeping attribute fds for {} containers, not {} (RLIMIT_NOFILE {})", cap,
+                impl->opts.fd_cache, budget * 2);
+    impl->opts.fd_cache = cap;
+  }
+  impl->dir_cap = impl->opts.keep_dirs ? budget - impl->opts.fd_cache * kNumFiles : 0;
   Impl* self = impl.get();
   {
     std::lock_guard lk(self->mu);
@@ -608,6 +645,10 @@ ReadBack::Stats ReadBack::stats() const {
 size_t ReadBack::cached_containers() const {
   std::lock_guard lk(impl_->mu);
   return impl_->cached;
+}
+size_t ReadBack::cached_dirs() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->dirs;
 }
 size_t ReadBack::pending() const {
   std::lock_guard lk(impl_->mu);

@@ -11,10 +11,11 @@
 // thousands of containers never holds the loop for long. Each container costs
 // one pread per attribute file (cpu.weight, cpu.max, memory.max,
 // memory.current, memory.events) on fds kept open for the first `fd_cache`
-// containers, or one openat + read + close per file for the rest; memory.stat
-// is never read here (the kernel builds it from every counter of the cgroup,
-// the costliest of these files). The fds of a container are closed when it
-// leaves the store or its cgroup goes away.
+// containers, or one openat (relative to the container's kept directory fd)
+// + read + close per file for the rest; memory.stat is never read here (the
+// kernel builds it from every counter of the cgroup, the costliest of these
+// files). Kept fds are bounded by half the soft RLIMIT_NOFILE and closed when
+// the container leaves the store or its cgroup goes away.
 #pragma once
 
 #include <chrono>
@@ -56,9 +57,13 @@ struct ReadBackOptions {
   // Loop time one slice may take before it yields (checked after each
   // container, so a slice overruns by at most one container's read).
   std::chrono::microseconds slice_budget{2000};
-  // Containers whose attribute fds stay open between passes (5 files and the
-  // directory each); the rest are opened and closed on every read.
-  size_t fd_cache = 512;
+  // Containers whose attribute fds stay open between passes (5 each); the
+  // rest open and close their files on every read, relative to a kept
+  // directory fd. A kept attribute fd costs the kernel its seq_file buffer
+  // (about 5 kB each on 6.1), a directory fd almost nothing.
+  size_t fd_cache = 256;
+  // Keep each container's directory fd (benchmarks turn it off to compare).
+  bool keep_dirs = true;
   // Rewrite the allocated values through the engine when drift is found.
   bool repair_drift = false;
   // An allocation younger than this is not judged: in NRI mode the runtime
@@ -109,7 +114,8 @@ class ReadBack {
     std::chrono::microseconds longest_slice{0}, last_pass{0};
   };
   Stats stats() const;
-  size_t cached_containers() const;
+  size_t cached_containers() const;  // with their attribute fds kept
+  size_t cached_dirs() const;        // with their directory fd kept
   size_t pending() const;
 
   struct Impl;

@@ -447,5 +447,18 @@ TEST(ReadBackConfig, KeysParseAndBadValuesNameTheKey) {
   }
 }
 
+// docs/config.yaml.example lists the readback defaults.
+TEST(ReadBackConfig, DocumentedExampleHasTheDefaults) {
+  const char* src = getenv("PODSHIM_SRC");
+  if (!src) GTEST_SKIP() << "run through meson test";
+  auto c = load_config(std::string(src) + "/docs/config.yaml.example", true);
+  ASSERT_TRUE(c) << c.error().message;
+  Config d;
+  EXPECT_EQ(c->readback_interval, d.readback_interval);
+  EXPECT_EQ(c->readback_slice_budget, d.readback_slice_budget);
+  EXPECT_EQ(c->readback_fd_cache, d.readback_fd_cache);
+  EXPECT_EQ(c->repair_drift, d.repair_drift);
+}
+
 }  // namespace
 }  // namespace podshim::core
