@@ -440,8 +440,15 @@ struct ReadBack::Impl {
       e.allocated = c->allocated;
       e.allocated_at = now();
     }
-    if (e.labels.size() < 2)
-      if (auto p = store.pod(c->pod_uid)) e.labels = {{"container", id}, {"pod", p->name.empty() ? p->uid : p->name}};
+    if (e.labels.size() < 2) {
+      if (auto p = store.pod(c->pod_uid)) {
+        // The pod became known after the drift was reported: move its series.
+        if (metrics)
+          for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
+        e.labels = {{"container", id}, {"pod", p->name.empty() ? p->uid : p->name}};
+        for (const auto& d : e.drift) set_drift_metric(e, d.resource, 1);
+      }
+    }
     std::vector<Drift> now_drift;
     if (c->state == "stopped") {
       // Exited: the runtime removes its cgroup; nothing to judge, nothing

@@ -78,6 +78,8 @@ struct ReadBackOptions {
   std::function<void(log::Level, const std::string& container_id, const std::string& message)> log;
 };
 
+// Runs on one thread, the daemon's loop: its store subscription is called on
+// the thread that changes the store, and it changes the store itself.
 class ReadBack {
  public:
   // Opens the cgroup root and subscribes to `store`. Borrows store, engine

@@ -161,14 +161,9 @@ class ReadBackKernel : public ::testing::Test {
   void set_weight() {
     ASSERT_FALSE(podshimctl_.empty()) << "PODSHIM_PODSHIMCTL must name podshimctl";
     std::string out = run(podshimctl_ + " cgroup-values --cpu-request 250m --cpu-limit 500m --memory-limit 256Mi");
-    auto at = out.find("cpu.weight");
-    ASSERT_NE(at, std::string::npos) << out;
-    std::istringstream in(out.substr(at + 10));
-    std::string w;
-    in >> w;
-    while (!w.empty() && !isdigit(static_cast<unsigned char>(w.back()))) w.pop_back();
-    while (!w.empty() && !isdigit(static_cast<unsigned char>(w.front()))) w.erase(0, 1);
-    ASSERT_FALSE(w.empty()) << out;
+    json v = json::parse(out, nullptr, false);
+    ASSERT_TRUE(v.is_object() && v["cpu.weight"].is_string()) << out;
+    const std::string w = v["cpu.weight"];
     ASSERT_TRUE(put(ctr_ + "/cpu.weight", w));
   }
   static std::string run(const std::string& cmd) {
