@@ -72,6 +72,7 @@ void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
     c->selinux_mount_label = old->selinux_mount_label;
     c->last_error = old->last_error;
     c->actual = old->actual;
+    c->drift = old->drift;
     c->restart_required = old->restart_required;
     c->cpu_policy = old->cpu_policy;
     c->memory_policy = old->memory_policy;
@@ -116,7 +117,9 @@ Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
       if (known && !known->actual) unread.emplace_back(c.id(), 0);
     }
   }
-  if (!unread.empty()) {
+  if (opts_.readback) {
+    opts_.readback->touch_all();
+  } else if (!unread.empty()) {
     auto work = [this, unread = std::move(unread)] {
       for (const auto& [id, shares] : unread) read_back_container(id, shares);
     };
@@ -376,12 +379,18 @@ void NriAdapter::start_container(const api::PodSandbox& pod, const api::Containe
 void NriAdapter::post_start_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_START_CONTAINER);
   remember(pod, ctr, false);
-  read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
+  if (opts_.readback)
+    opts_.readback->touch(ctr.id(), ctr.linux().resources().cpu().shares().value());
+  else
+    read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
 }
 void NriAdapter::post_update_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_UPDATE_CONTAINER);
   remember(pod, ctr, false);
-  read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
+  if (opts_.readback)
+    opts_.readback->touch(ctr.id(), ctr.linux().resources().cpu().shares().value());
+  else
+    read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
 }
 void NriAdapter::remove_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::REMOVE_CONTAINER);

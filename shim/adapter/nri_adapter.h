@@ -14,6 +14,7 @@
 #include "cgroup/engine.h"
 #include "shim/adapter/nri_map.h"
 #include "shim/core/metrics.h"
+#include "shim/core/readback.h"
 #include "shim/core/resize.h"
 #include "shim/core/state.h"
 #include "shim/nri/plugin.h"
@@ -29,6 +30,10 @@ struct AdapterOptions {
   // When set (weight_formula: auto), the formula comes from here, and the
   // handlers feed it the (shares, cpu.weight) pairs they see per runtime.
   std::shared_ptr<cgroup::WeightFormulaTracker> formulas;
+  // When set, reads the kernel's values back (and judges drift) instead of
+  // read_back_container: touch() after PostStart/PostUpdateContainer,
+  // touch_all() after Synchronize.
+  core::ReadBack* readback = nullptr;
   // Runs work after the current event has been answered (the daemon's
   // loop); null runs it at once. Keeps cgroup read-backs out of the
   // runtime's 2 s Synchronize budget.

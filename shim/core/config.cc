@@ -123,7 +123,7 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
   if (!root || root.IsNull()) return c;  // an empty file means all defaults
   PODSHIM_TRY(check_keys(ctx, root, "",
                          {"log_level", "socket", "access", "http", "state_dir", "cgroup", "node",
-                          "nri", "cdi", "selinux", "hook", "metrics"}));
+                          "nri", "cdi", "selinux", "hook", "metrics", "readback"}));
   if (auto n = root["log_level"]) {
     auto s = scalar(ctx, n, "log_level");
     if (!s) return Unexpected(s.error());
@@ -322,6 +322,32 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
       auto v = number(ctx, n["max_containers"], "metrics.max_containers", 100000);
       if (!v) return Unexpected(v.error());
       c.metrics_max_containers = static_cast<size_t>(*v);
+    }
+  }
+  if (auto n = root["readback"]) {
+    PODSHIM_TRY(check_keys(ctx, n, "readback", {"interval_ms", "slice_budget_us", "fd_cache", "repair_drift"}));
+    if (n["interval_ms"]) {
+      auto v = number(ctx, n["interval_ms"], "readback.interval_ms", 3600 * 1000);
+      if (!v) return Unexpected(v.error());
+      // Shorter periods cost a whole pass over every container each time.
+      if (*v != 0 && *v < 100) return ctx.err("'readback.interval_ms' must be 0 (off) or at least 100, not {}", *v);
+      c.readback_interval = std::chrono::milliseconds(*v);
+    }
+    if (n["slice_budget_us"]) {
+      auto v = number(ctx, n["slice_budget_us"], "readback.slice_budget_us", 100000);
+      if (!v) return Unexpected(v.error());
+      if (*v < 50) return ctx.err("'readback.slice_budget_us' must be at least 50, not {}", *v);
+      c.readback_slice_budget = std::chrono::microseconds(*v);
+    }
+    if (n["fd_cache"]) {
+      auto v = number(ctx, n["fd_cache"], "readback.fd_cache", 100000);
+      if (!v) return Unexpected(v.error());
+      c.readback_fd_cache = static_cast<size_t>(*v);
+    }
+    if (n["repair_drift"]) {
+      auto b = boolean(ctx, n["repair_drift"], "readback.repair_drift");
+      if (!b) return Unexpected(b.error());
+      c.repair_drift = *b;
     }
   }
   return c;

@@ -89,6 +89,13 @@ struct Config {
   // containers in the per-container families.
   std::string metrics_listen;
   size_t metrics_max_containers = 1024;
+
+  // readback: the kernel's values for every container, and drift from the
+  // allocated ones (shim/core/readback.h).
+  std::chrono::milliseconds readback_interval{5000};  // 0: only at sync and runtime events
+  std::chrono::microseconds readback_slice_budget{2000};  // loop time per slice
+  size_t readback_fd_cache = 256;  // containers whose attribute fds stay open
+  bool repair_drift = false;       // rewrite the allocated values on drift
 };
 
 // Parses YAML text; `source` names it in errors ("config.yaml: unknown key

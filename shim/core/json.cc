@@ -1,5 +1,9 @@
 #include "shim/core/json.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 namespace podshim::core {
 
 using nlohmann::json;
@@ -126,6 +130,23 @@ json to_json(const Container& c) {
   json& conds = j["conditions"] = json::array();
   if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
   if (c.conditions.in_progress) conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
+  if (!c.drift.empty()) {
+    json& drift = j["drift"] = json::array();
+    Condition dc;
+    dc.reason = "KernelValueDiffers";
+    dc.observed_generation = c.generation;
+    dc.last_transition_unix_ms = c.drift.front().since_unix_ms;
+    for (const auto& d : c.drift) {
+      drift.push_back(json{{"resource", d.resource}, {"file", d.file}, {"allocated", d.allocated},
+                           {"actual", d.actual}, {"sinceUnixMs", d.since_unix_ms}});
+      dc.message += fmt::format("{}{}: allocated {}, kernel {}", dc.message.empty() ? "" : "; ", d.file,
+                                d.allocated, d.actual);
+      dc.last_transition_unix_ms = std::min(dc.last_transition_unix_ms, d.since_unix_ms);
+    }
+    conds.push_back(to_json(dc, kPodshimDrift));
+  } else {
+    j["drift"] = json::array();
+  }
   j["restartRequired"] = c.restart_required;
   j["generation"] = c.generation;
   json& devices = j["devices"] = json::array();

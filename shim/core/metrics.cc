@@ -80,6 +80,11 @@ void Family::clear() {
   series_.clear();
 }
 
+void Family::erase(const Labels& labels) {
+  std::lock_guard lk(mu_);
+  series_.erase(labels);
+}
+
 void Family::observe(const Labels& labels, double value) {
   std::lock_guard lk(mu_);
   auto& s = series_[labels];
@@ -179,10 +184,21 @@ Metrics::Metrics()
       weight_samples("podshim_cpu_weight_formula_samples",
                      "Containers whose cpu.weight matched the linear formula, the quadratic one, both or "
                      "neither, per runtime (weight_formula: auto).",
-                     Family::Kind::Gauge) {
+                     Family::Kind::Gauge),
+      drift("podshim_drift",
+            "1 while the kernel holds a value other than the allocated one for a container "
+            "(resource: cpu_request, cpu_limit, memory_limit), 0 once it is back in step.",
+            Family::Kind::Gauge),
+      drift_repairs("podshim_drift_repairs_total",
+                    "Drifted containers rewritten to their allocated values (readback.repair_drift), by result.",
+                    Family::Kind::Counter),
+      readback_pass("podshim_readback_pass_seconds",
+                    "Wall time of the last full read-back pass over every container (all slices).",
+                    Family::Kind::Gauge) {
   all_ = {&resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed, &oom_kills,
           &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors, &containers,
-          &pods,            &http_requests,  &http_denied,     &weight_formula,  &weight_samples};
+          &pods,            &http_requests,  &http_denied,     &weight_formula,  &weight_samples,
+          &drift,           &drift_repairs,  &readback_pass};
 }
 
 std::string Metrics::render() const {

@@ -33,6 +33,7 @@ class Family {
   void set(const Labels& labels, double value);           // gauge
   void observe(const Labels& labels, double value);       // histogram
   void clear();                                           // drops every series (gauges rebuilt on render)
+  void erase(const Labels& labels);                       // drops one series
   double value(const Labels& labels = {}) const;          // counter/gauge (tests)
   uint64_t count(const Labels& labels = {}) const;        // histogram sample count
 
@@ -74,6 +75,9 @@ class Metrics {
   Family http_denied;            // podshim_http_denied_total
   Family weight_formula;         // podshim_cpu_weight_formula{runtime,formula,source}: 1 = the runtime connected now
   Family weight_samples;         // podshim_cpu_weight_formula_samples{runtime,vote}
+  Family drift;                  // podshim_drift{container,pod,resource}: 1 while kernel ≠ allocated
+  Family drift_repairs;          // podshim_drift_repairs_total{result}
+  Family readback_pass;          // podshim_readback_pass_seconds: the last full read-back pass
 
   // The whole exposition, families in a fixed order.
   std::string render() const;

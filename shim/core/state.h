@@ -62,6 +62,9 @@ inline constexpr std::string_view kPodResizeInProgress = "PodResizeInProgress";
 inline constexpr std::string_view kReasonDeferred = "Deferred";
 inline constexpr std::string_view kReasonInfeasible = "Infeasible";
 inline constexpr std::string_view kReasonError = "Error";
+// podshim's own condition: the kernel holds a value other than the allocated
+// one (shim/core/readback.h); present while any Drift is.
+inline constexpr std::string_view kPodshimDrift = "PodshimDrift";
 
 // One pod condition; its status is always "True" while present and it is
 // removed when the resize is done (KEP-1287 §Resize Status).
@@ -97,6 +100,19 @@ struct ActualResources {
   bool operator==(const ActualResources&) const = default;
 };
 
+// One value the kernel holds for a container that differs from what podshim
+// allocated, found by the periodic read-back (shim/core/readback.h). Values
+// are the attribute's own text ("268435456", "50000 100000", "39"), so the
+// allocated side is exactly what podshim would write.
+struct Drift {
+  std::string resource;   // cpu_request | cpu_limit | memory_limit
+  std::string file;       // cpu.weight | cpu.max | memory.max
+  std::string allocated;  // the attribute value the allocation implies
+  std::string actual;     // what the kernel holds
+  int64_t since_unix_ms = 0;
+  bool operator==(const Drift&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string sandbox_id;
@@ -124,6 +140,7 @@ struct Container {
   K8sResources desired;    // spec: what was last asked for
   K8sResources allocated;  // what podshim accepted
   std::optional<ActualResources> actual;
+  std::vector<Drift> drift;  // kernel ≠ allocated; empty while in step
   ResizeConditions conditions;
   bool restart_required = false;  // a RestartContainer resize awaits a restart
   int64_t generation = 0;         // bumped by every resize request

@@ -88,7 +88,8 @@ int run_get(int argc, char** argv) {
     if (a == "-h" || a == "--help") {
       std::puts("Usage: podshimctl get pods|containers [ID] [-o json]\n\n"
                 "Lists pods or containers, or shows one: desired, allocated and actual resources,\n"
-                "resize conditions (PodResizePending/PodResizeInProgress), generation, devices.");
+                "resize conditions (PodResizePending/PodResizeInProgress), drift from the allocated\n"
+                "values (PodshimDrift), generation, devices.");
       return kExitOk;
     }
     if (a.starts_with("-")) {

@@ -3,6 +3,7 @@
 // actuation through the cgroup engine, and — with --nri=on — the NRI plugin.
 #include <getopt.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
@@ -14,6 +15,7 @@
 #include "shim/core/config.h"
 #include "shim/core/engine_actuator.h"
 #include "shim/core/metrics.h"
+#include "shim/core/readback.h"
 #include "shim/core/resize.h"
 #include "shim/core/state.h"
 #include "shim/security/caps.h"
@@ -66,8 +68,8 @@ Options:
 Signals:
   SIGHUP               reload the configuration; a bad file is logged and the
                        running configuration kept. socket.path, state_dir,
-                       cgroup.* and metrics.* take effect only after a
-                       restart.
+                       cgroup.*, metrics.* and readback.* take effect only
+                       after a restart.
   SIGTERM, SIGINT      shut down cleanly (hooks-only registrations are already
                        durable; the socket is removed)
 
@@ -90,6 +92,7 @@ struct Daemon {
   std::unique_ptr<core::Store> store;
   core::Metrics metrics;
   std::unique_ptr<core::Actuator> actuator;
+  std::unique_ptr<core::ReadBack> readback;
   std::unique_ptr<status::ContainerMetrics> container_metrics;
   std::unique_ptr<core::Actuator> timed_actuator;  // wraps the actuator below for container_metrics
   std::unique_ptr<core::ResizeManager> resize;
@@ -153,8 +156,10 @@ void reload(Daemon& d) {
   }
   if (cfg->socket_path != d.cfg.socket_path || cfg->state_dir != d.cfg.state_dir ||
       cfg->cgroup_root != d.cfg.cgroup_root || cfg->nri_enabled != d.cfg.nri_enabled ||
-      cfg->metrics_listen != d.cfg.metrics_listen || cfg->metrics_max_containers != d.cfg.metrics_max_containers) {
-    log::notice("socket.path, state_dir, cgroup.root, nri.enabled and metrics.* changes take effect after a restart");
+      cfg->metrics_listen != d.cfg.metrics_listen || cfg->metrics_max_containers != d.cfg.metrics_max_containers ||
+      cfg->readback_interval != d.cfg.readback_interval || cfg->readback_slice_budget != d.cfg.readback_slice_budget ||
+      cfg->readback_fd_cache != d.cfg.readback_fd_cache || cfg->repair_drift != d.cfg.repair_drift) {
+    log::notice("socket.path, state_dir, cgroup.root, nri.enabled, metrics.* and readback.* changes take effect after a restart");
   }
   log::set_level(cfg->log_level);
   d.server->set_policy(std::move(so->policy));
@@ -227,6 +232,40 @@ int parse_args(int argc, char** argv, Args* a) {
   return -1;
 }
 
+// Runs `fn` once on the loop after `delay` (0: at the next iteration). The
+// function is owned by the event source and freed with it.
+void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto* w = new std::function<void()>(std::move(fn));
+  auto run_time = [](sd_event_source* s, uint64_t, void* userdata) -> int {
+    (*static_cast<std::function<void()>*>(userdata))();
+    sd_event_source_unref(s);
+    return 0;
+  };
+  auto run_defer = [](sd_event_source* s, void* userdata) -> int {
+    (*static_cast<std::function<void()>*>(userdata))();
+    sd_event_source_unref(s);
+    return 0;
+  };
+  sd_event_source* src = nullptr;
+  int r;
+  if (delay.count() == 0) {
+    r = sd_event_add_defer(loop, &src, run_defer, w);
+  } else {
+    uint64_t now = 0;
+    (void)sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    r = sd_event_add_time(loop, &src, CLOCK_MONOTONIC, now + static_cast<uint64_t>(delay.count()) * 1000,
+                          0, run_time, w);
+  }
+  if (r < 0) {
+    log::warn("Scheduling work on the event loop failed, dropping it: {}", errno_string(-r));
+    delete w;
+    return;
+  }
+  (void)sd_event_source_set_destroy_callback(src, [](void* userdata) {
+    delete static_cast<std::function<void()>*>(userdata);
+  });
+}
+
 int run(Daemon& d) {
   auto cfg = load(d.args);
   if (!cfg) {
@@ -294,11 +333,44 @@ int run(Daemon& d) {
   // Pings WATCHDOG=1 at half of WATCHDOG_USEC when systemd asks for it.
   (void)sd_event_set_watchdog(d.loop, 1);
 
+  // The read-back keeps attribute fds open; systemd hands services a soft
+  // RLIMIT_NOFILE of 1024 for select()'s sake and expects programs that
+  // need more, and use no select(), to raise it to the hard limit
+  // themselves (systemd v240 NEWS, DefaultLimitNOFILE). sd-event is epoll.
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) log::debug("Raising RLIMIT_NOFILE failed, ignoring: {}", errno_string(errno));
+  }
+  {
+    // Every container's actual values and drift, read on this loop in slices.
+    auto* ea = static_cast<core::EngineActuator*>(d.actuator.get());
+    core::ReadBackOptions ro;
+    ro.cgroup_root = d.cfg.cgroup_root;
+    ro.driver = d.cfg.cgroup_driver;
+    ro.formula = d.cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
+                                                                              : cgroup::WeightFormula::Quadratic;
+    ro.formulas = ea->formulas();
+    ro.interval = d.cfg.readback_interval;
+    ro.slice_budget = d.cfg.readback_slice_budget;
+    ro.fd_cache = d.cfg.readback_fd_cache;
+    ro.repair_drift = d.cfg.repair_drift;
+    ro.schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
+      schedule_on(loop, delay, std::move(fn));
+    };
+    auto rb = core::ReadBack::create(*d.store, &ea->engine(), &d.metrics, std::move(ro));
+    if (!rb) {
+      log::err("{}", rb.error().message);
+      return 1;
+    }
+    d.readback = std::move(*rb);
+    d.readback->start();
+  }
+
   core::Actuator* actuator = d.actuator.get();
   if (d.cfg.nri_enabled) {
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
-                                      engine_act->formulas());
+                                      engine_act->formulas(), d.readback.get());
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -369,6 +441,7 @@ int run(Daemon& d) {
   d.metrics_listener.reset();
   d.server.reset();  // ends watch streams, removes the socket
   d.nri.reset();
+  d.readback.reset();
   sd_event_unref(d.loop);
   if (r < 0) {
     log::err("Event loop failed: {}", errno_string(-r));

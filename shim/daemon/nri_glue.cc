@@ -19,7 +19,8 @@ int NriMode::on_inotify(sd_event_source*, int, uint32_t, void* userdata) {
 Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Config& cfg,
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
-                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas) {
+                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas,
+                                                core::ReadBack* readback) {
   std::unique_ptr<NriMode> m(new NriMode());
   m->metrics_ = &metrics;
 
@@ -50,6 +51,7 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
   ao.formula = cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
                                                                           : cgroup::WeightFormula::Quadratic;
   ao.formulas = std::move(formulas);
+  ao.readback = readback;
   ao.defer = [loop](std::function<void()> work) {
     auto* w = new std::function<void()>(std::move(work));
     auto run = [](sd_event_source* s, void* userdata) -> int {

@@ -25,11 +25,13 @@ class NriMode {
   // connects to the runtime: the pre-installed socket from
   // NRI_PLUGIN_SOCKET when the runtime started us, otherwise
   // cfg.nri_socket (reconnecting with backoff while the runtime is away).
-  // `formulas` (may be null) learns the runtime's cpu.weight formula.
+  // `formulas` (may be null) learns the runtime's cpu.weight formula;
+  // `readback` (may be null) reads containers back after runtime events.
   static Result<std::unique_ptr<NriMode>> start(sd_event* loop, const core::Config& cfg,
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
-                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr);
+                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr,
+                                                core::ReadBack* readback = nullptr);
   ~NriMode();
 
   // The actuator for resizes asked through podshim's own API: the engine

@@ -1,0 +1,665 @@
+#include "shim/core/readback.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "base/fs.h"
+#include "base/str.h"
+#include "cgroup/path.h"
+
+namespace podshim::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// The attribute files one read-back takes; memory.stat is left out on
+// purpose (see the header).
+enum FileIdx : size_t { kWeight, kCpuMax, kMemMax, kMemCurrent, kMemEvents, kNumFiles };
+constexpr std::array<const char*, kNumFiles> kFiles = {"cpu.weight", "cpu.max", "memory.max", "memory.current",
+                                                      "memory.events"};
+
+// A periodic read stores the container again only when something podshim
+// reports changed; usage alone must move by both of these, so a node of idle
+// containers does not turn every pass into thousands of watch events.
+constexpr uint64_t kUsageStepBytes = 1 << 20;
+constexpr uint64_t kUsageStepDivisor = 10;
+
+struct Fds {
+  std::array<UniqueFd, kNumFiles> files;  // invalid: the file does not exist (controller off)
+};
+
+// The text of each attribute, nullopt where the file does not exist.
+using Raw = std::array<std::optional<std::string>, kNumFiles>;
+
+bool gone_errno(int e) { return e == ENOENT || e == ENODEV || e == ESTALE; }
+
+Result<Raw> read_files(const Fds& f) {
+  Raw raw;
+  char buf[4096];
+  for (size_t i = 0; i < kNumFiles; ++i) {
+    if (!f.files[i]) continue;
+    // cgroup v2 attributes are seq_files: a pread at offset 0 regenerates
+    // the content (fs/seq_file.c seq_read_iter restarts when the position
+    // differs from the last read's), so a kept fd reads current values.
+    ssize_t n = ::pread(f.files[i].get(), buf, sizeof buf, 0);
+    if (n < 0) return fail_errno("reading {}", kFiles[i]);
+    if (static_cast<size_t>(n) == sizeof buf) return fail(EFBIG, "{} is larger than {} bytes", kFiles[i], sizeof buf);
+    raw[i] = std::string(str::trim(std::string_view(buf, static_cast<size_t>(n))));
+  }
+  return raw;
+}
+
+// Opens the attribute files beneath the cgroup directory `dir`.
+Result<Fds> open_files(int dir) {
+  Fds f;
+  for (size_t i = 0; i < kNumFiles; ++i) {
+    int fd = ::openat(dir, kFiles[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // that controller is not enabled here
+      return fail_errno("opening {}", kFiles[i]);
+    }
+    f.files[i] = UniqueFd(fd);
+  }
+  if (!f.files[kWeight] && !f.files[kCpuMax] && !f.files[kMemMax] && !f.files[kMemCurrent])
+    return fail(ENOENT, "the cgroup has neither cpu nor memory attributes (removed?)");
+  return f;
+}
+
+// What the kernel holds, parsed; nullopt members: the file is absent.
+struct Kernel {
+  std::optional<uint64_t> weight;
+  std::optional<cgroup::CpuMax> cpu_max;
+  std::optional<std::optional<uint64_t>> memory_max;  // inner nullopt: "max"
+  uint64_t memory_current = 0, oom_kill = 0;
+  Raw raw;
+};
+
+Result<Kernel> parse(Raw raw) {
+  Kernel k;
+  if (raw[kWeight]) {
+    auto w = str::parse_u64(*raw[kWeight]);
+    if (!w) return wrap(w, "cpu.weight");
+    k.weight = *w;
+  }
+  if (raw[kCpuMax]) {
+    auto m = cgroup::parse_cpu_max(*raw[kCpuMax]);
+    if (!m) return wrap(m, "cpu.max");
+    k.cpu_max = *m;
+  }
+  if (raw[kMemMax]) {
+    auto m = cgroup::parse_memory_max(*raw[kMemMax]);
+    if (!m) return wrap(m, "memory.max");
+    k.memory_max = *m;
+  }
+  if (raw[kMemCurrent]) {
+    auto c = str::parse_u64(*raw[kMemCurrent]);
+    if (!c) return wrap(c, "memory.current");
+    k.memory_current = *c;
+  }
+  if (raw[kMemEvents]) {
+    for (auto line : str::split(*raw[kMemEvents], '\n')) {
+      line = str::trim(line);
+      if (!str::starts_with(line, "oom_kill ")) continue;
+      if (auto v = str::parse_u64(str::trim(line.substr(9)))) k.oom_kill = *v;
+    }
+  }
+  k.raw = std::move(raw);
+  return k;
+}
+
+bool allocated_empty(const K8sResources& r) {
+  return !r.cpu_request_milli && !r.cpu_limit_milli && !r.memory_limit_bytes && !r.memory_request_bytes;
+}
+
+cgroup::WeightFormula other(cgroup::WeightFormula f) {
+  return f == cgroup::WeightFormula::Linear ? cgroup::WeightFormula::Quadratic : cgroup::WeightFormula::Linear;
+}
+
+// Kernel ≠ allocated, for the values podshim manages. `settled` is false
+// while weight_formula: auto has no evidence yet: then either formula's
+// weight is in step (the fallback may not be the runtime's).
+std::vector<Drift> judge(const K8sResources& a, const Kernel& k, cgroup::WeightFormula f, bool settled) {
+  std::vector<Drift> out;
+  if (allocated_empty(a)) return out;
+  // The request the runtime converted: the request, or the limit when only
+  // the limit is set (the apiserver defaults requests to limits).
+  const auto req = a.cpu_request_milli ? a.cpu_request_milli : a.cpu_limit_milli;
+  if (req && k.weight) {
+    const uint64_t want = cgroup::milli_cpu_to_weight(*req, f);
+    const bool ok = *k.weight == want || (!settled && *k.weight == cgroup::milli_cpu_to_weight(*req, other(f)));
+    if (!ok) out.push_back({std::string(kDriftCpuRequest), "cpu.weight", std::to_string(want), *k.raw[kWeight], 0});
+  }
+  if (k.cpu_max) {
+    bool ok;
+    if (!a.cpu_limit_milli) {
+      ok = !k.cpu_max->quota_us;
+    } else if (!k.cpu_max->quota_us || k.cpu_max->period_us == 0) {
+      ok = false;
+    } else {
+      // Same ratio as the allocated quota over the kubelet's period, or the
+      // systemd driver's rounding of it (CPUQuotaPerSecUSec, 10 ms steps).
+      const uint64_t want = cgroup::milli_cpu_to_quota_us(*a.cpu_limit_milli);
+      const __int128 have = static_cast<__int128>(*k.cpu_max->quota_us) * cgroup::kQuotaPeriodUs;
+      ok = have == static_cast<__int128>(want) * k.cpu_max->period_us ||
+           have == static_cast<__int128>(cgroup::systemd_round_quota_us(want)) * k.cpu_max->period_us;
+    }
+    if (!ok)
+      out.push_back({std::string(kDriftCpuLimit), "cpu.max", cgroup::cpu_max_value(a.cpu_limit_milli),
+                     *k.raw[kCpuMax], 0});
+  }
+  if (k.memory_max) {
+    bool ok;
+    if (!a.memory_limit_bytes) {
+      ok = !*k.memory_max;
+    } else {
+      // The kernel keeps pages (page_counter_memparse rounds down).
+      const auto want = static_cast<uint64_t>(*a.memory_limit_bytes);
+      ok = *k.memory_max && (**k.memory_max == want || **k.memory_max == cgroup::page_round_down(want));
+    }
+    if (!ok)
+      out.push_back({std::string(kDriftMemoryLimit), "memory.max", cgroup::memory_max_value(a.memory_limit_bytes),
+                     *k.raw[kMemMax], 0});
+  }
+  return out;
+}
+
+const Drift* find_drift(const std::vector<Drift>& v, std::string_view resource) {
+  for (const auto& d : v)
+    if (d.resource == resource) return &d;
+  return nullptr;
+}
+
+}  // namespace
+
+struct ReadBack::Impl {
+  struct Entry {
+    std::string cgroup_path;
+    std::string relpath;  // resolved from cgroup_path; empty until then
+    std::string state;
+    UniqueFd dir;              // the cgroup directory, kept while dir_cap allows
+    std::optional<Fds> fds;   // its attribute files, kept for fd_cache containers
+    K8sResources allocated;
+    Clock::time_point allocated_at{};
+    std::vector<Drift> drift;       // as last reported
+    std::set<std::string> repaired;  // "resource=actual" a repair was tried for
+    Labels labels;                  // container, pod (podshim_drift)
+    bool queued = false;
+  };
+
+  Store& store;
+  cgroup::Engine* engine;
+  Metrics* metrics;
+  ReadBackOptions opts;
+  UniqueFd root_fd;
+  uint64_t sub = 0;
+  mutable std::recursive_mutex mu;
+  std::map<std::string, Entry, std::less<>> entries;
+  std::deque<std::string> queue;
+  size_t cached = 0, dirs = 0;
+  size_t dir_cap = 0;  // directory fds kept at most (set in create())
+  bool slice_scheduled = false;
+  bool pass_open = false;
+  Clock::time_point pass_start{};
+  Stats stats;
+  std::shared_ptr<int> alive = std::make_shared<int>(0);
+
+  Impl(Store& s, cgroup::Engine* e, Metrics* m, ReadBackOptions o)
+      : store(s), engine(e), metrics(m), opts(std::move(o)) {}
+
+  Clock::time_point now() const { return opts.now ? opts.now() : Clock::now(); }
+  void say(log::Level l, const std::string& id, const std::string& msg) const {
+    if (opts.log)
+      opts.log(l, id, msg);
+    else
+      log::at(l, {{"CONTAINER_ID", id}}, "{}", msg);
+  }
+  cgroup::WeightFormula formula() const { return opts.formulas ? opts.formulas->formula() : opts.formula; }
+  bool formula_settled() const {
+    return !opts.formulas || opts.formulas->setting() != cgroup::WeightFormulaSetting::Auto ||
+           opts.formulas->learned().has_value();
+  }
+
+  void drop_fds(Entry& e) {
+    if (e.fds) {
+      e.fds.reset();
+      --cached;
+    }
+    if (e.dir) {
+      e.dir.reset();
+      --dirs;
+    }
+  }
+
+  void enqueue(const std::string& id, Entry& e) {
+    if (e.queued) return;
+    e.queued = true;
+    queue.push_back(id);
+  }
+
+  Entry& add(const Container& c) {
+    auto& e = entries[c.id];
+    e.cgroup_path = c.cgroup_path;
+    e.state = c.state;
+    e.allocated = c.allocated;
+    // What is allocated when podshim first sees a container is what the
+    // runtime already wrote (Synchronize, CreateContainer): settled.
+    e.allocated_at = now() - opts.settle;
+    e.drift = c.drift;
+    e.labels = {{"container", c.id}};
+    return e;
+  }
+
+  void forget(const std::string& id) {
+    auto it = entries.find(id);
+    if (it == entries.end()) return;
+    if (metrics)
+      for (const auto& d : it->second.drift) metrics->drift.erase(with_resource(it->second, d.resource));
+    drop_fds(it->second);
+    entries.erase(it);
+  }
+
+  Labels with_resource(const Entry& e, std::string_view resource) const {
+    Labels l = e.labels;
+    l.emplace_back("resource", std::string(resource));
+    return l;
+  }
+
+  void on_event(const Event& ev) {
+    std::lock_guard lk(mu);
+    if (ev.type == EventType::ContainerRemoved && ev.container) {
+      forget(ev.container->id);
+      return;
+    }
+    if (ev.type != EventType::ContainerUpserted || !ev.container) return;
+    const Container& c = *ev.container;
+    auto it = entries.find(c.id);
+    if (it == entries.end()) {
+      enqueue(c.id, add(c));
+      kick();
+      return;
+    }
+    Entry& e = it->second;
+    bool read = false;
+    if (c.cgroup_path != e.cgroup_path) {
+      drop_fds(e);
+      e.cgroup_path = c.cgroup_path;
+      e.relpath.clear();
+      read = true;
+    }
+    if (c.state != e.state) {
+      e.state = c.state;
+      read = true;
+    }
+    if (c.allocated != e.allocated) {
+      e.allocated = c.allocated;
+      e.allocated_at = now();
+    }
+    // Someone stored the container without the drift podshim reported
+    // (an upsert built afresh from a runtime event): report it again.
+    if (c.drift != e.drift) read = true;
+    if (read) {
+      enqueue(c.id, e);
+      kick();
+    }
+  }
+
+  // Reads the kernel's files for `e`: through kept fds when it has them,
+  // else opening them (and keeping them while the cache has room).
+  Result<Raw> sample(Entry& e) {
+    if (e.fds) {
+      auto r = read_files(*e.fds);
+      if (r) {
+        ++stats.cached_reads;
+        return r;
+      }
+      // The cgroup was removed (and maybe made again) under the kept fds.
+      drop_fds(e);
+      if (!gone_errno(r.error().code)) return r;
+    }
+    if (e.relpath.empty()) {
+      auto loc = cgroup::resolve_cgroup_path(e.cgroup_path, opts.driver);
+      if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", e.cgroup_path));
+      e.relpath = loc->relpath;
+    }
+    // The directory fd is cheap for the kernel (no seq_file buffer) and
+    // spares the walk from the root on every read; the files are not
+    // (a kept cgroup attribute fd holds its seq_file and page buffer).
+    UniqueFd tmp_dir;
+    int dir = e.dir.get();
+    if (!e.dir) {
+      auto d = fs::open_beneath(root_fd.get(), e.relpath, O_RDONLY | O_DIRECTORY);
+      if (!d) return Unexpected(d.error());
+      if (dirs < dir_cap) {
+        e.dir = std::move(*d);
+        ++dirs;
+        dir = e.dir.get();
+      } else {
+        tmp_dir = std::move(*d);
+        dir = tmp_dir.get();
+      }
+    }
+    auto f = open_files(dir);
+    if (!f) {
+      if (gone_errno(f.error().code)) drop_fds(e);
+      return Unexpected(f.error());
+    }
+    auto r = read_files(*f);
+    if (r && cached < opts.fd_cache) {
+      e.fds = std::move(*f);
+      ++cached;
+    }
+    return r;
+  }
+
+  void set_drift_metric(const Entry& e, std::string_view resource, double v) {
+    if (metrics) metrics->drift.set(with_resource(e, resource), v);
+  }
+
+  // Reports the transitions between the drift last reported and `now_drift`.
+  void report(const std::string& id, Entry& e, std::vector<Drift>& now_drift) {
+    const int64_t wall = now_unix_ms();
+    for (auto& d : now_drift) {
+      if (const Drift* old = find_drift(e.drift, d.resource)) {
+        d.since_unix_ms = old->since_unix_ms;
+        continue;
+      }
+      d.since_unix_ms = wall;
+      set_drift_metric(e, d.resource, 1);
+      say(log::Level::Warning, id,
+          fmt::format("Drift: {} of container {} is {} in the kernel, allocated {}{}", d.file, id, d.actual,
+                      d.allocated, opts.repair_drift ? "; repairing" : " (readback.repair_drift is off)"));
+    }
+    for (const auto& d : e.drift) {
+      if (find_drift(now_drift, d.resource)) continue;
+      set_drift_metric(e, d.resource, 0);
+      for (auto it = e.repaired.begin(); it != e.repaired.end();)
+        it = str::starts_with(*it, d.resource + "=") ? e.repaired.erase(it) : std::next(it);
+      say(log::Level::Info, id, fmt::format("Drift ended: {} of container {} is back to {}", d.file, id, d.allocated));
+    }
+    e.drift = now_drift;
+  }
+
+  void repair(const std::string& id, Entry& e, const Container& c) {
+    if (!opts.repair_drift || !engine || e.drift.empty()) return;
+    bool fresh = false;
+    for (const auto& d : e.drift) fresh |= e.repaired.insert(d.resource + "=" + d.actual).second;
+    if (!fresh) return;  // one attempt per drift; a failure is logged once
+    cgroup::PodResizeRequest req;
+    req.containers.push_back({id, c.cgroup_path, c.allocated});
+    req.mode = cgroup::WriteMode::All;
+    std::weak_ptr<int> w = alive;
+    engine->resize(req, [this, w, id](Result<cgroup::ResizeReport> r) {
+      if (w.expired()) return;
+      std::lock_guard lk(mu);
+      if (metrics) metrics->drift_repairs.inc({{"result", r ? "applied" : "failed"}});
+      if (r) {
+        std::string steps;
+        for (const auto& s : r->steps) steps += fmt::format("{}{} {} → {}", steps.empty() ? "" : ", ", s.file, s.before, s.after);
+        say(log::Level::Notice, id, fmt::format("Drift repaired: container {} rewritten to its allocated values ({})", id, steps));
+      } else {
+        say(log::Level::Warning, id,
+            fmt::format("Drift repair of container {} failed, not retrying until it changes: {}", id, r.error().message));
+      }
+      auto it = entries.find(id);
+      if (it != entries.end()) {
+        enqueue(id, it->second);
+        kick();
+      }
+    });
+  }
+
+  void learn(const std::string& id, uint64_t shares, const Kernel& k) {
+    if (!opts.formulas || shares == 0 || !k.weight) return;
+    const auto before = opts.formulas->learned();
+    opts.formulas->observe(shares, *k.weight);
+    const auto after = opts.formulas->learned();
+    if (after && before != after)
+      say(log::Level::Notice, id,
+          fmt::format("The runtime writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
+                      cgroup::formula_name(*after), id, shares, *k.weight));
+  }
+
+  void read_one(const std::string& id, uint64_t shares, bool force) {
+    auto c = store.container(id);
+    if (!c) {
+      forget(id);
+      return;
+    }
+    auto it = entries.find(id);
+    Entry& e = it != entries.end() ? it->second : add(*c);
+    e.queued = false;
+    if (c->cgroup_path.empty()) return;
+    if (c->allocated != e.allocated) {
+      e.allocated = c->allocated;
+      e.allocated_at = now();
+    }
+    if (e.labels.size() < 2) {
+      if (auto p = store.pod(c->pod_uid)) {
+        // The pod became known after the drift was reported: move its series.
+        if (metrics)
+          for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
+        e.labels = {{"container", id}, {"pod", p->name.empty() ? p->uid : p->name}};
+        for (const auto& d : e.drift) set_drift_metric(e, d.resource, 1);
+      }
+    }
+    std::vector<Drift> now_drift;
+    if (c->state == "stopped") {
+      // Exited: the runtime removes its cgroup; nothing to judge, nothing
+      // to log.
+      drop_fds(e);
+      if (metrics)
+        for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
+      e.drift.clear();
+      e.repaired.clear();
+      if (!c->drift.empty()) (void)store.update_container(id, [&](Container& ct) { ct.drift.clear(); });
+      return;
+    }
+    ++stats.reads;
+    auto raw = sample(e);
+    Result<Kernel> k = raw ? parse(std::move(*raw)) : Result<Kernel>(Unexpected(raw.error()));
+    if (!k) {
+      if (gone_errno(k.error().code)) {
+        // Not created yet (CreateContainer comes before the runtime makes the
+        // cgroup) or already removed: not an error.
+        ++stats.gone;
+      } else {
+        ++stats.errors;
+        say(log::Level::Debug, id, fmt::format("Read-back of container {} failed, ignoring: {}", id, k.error().message));
+      }
+      return;
+    }
+    learn(id, shares, *k);
+    const auto f = formula();
+    ActualResources act;
+    if (k->weight) {
+      act.resources.cpu_request_milli = cgroup::weight_to_milli_cpu(*k->weight, f);
+      // Many requests map onto one weight; when the kernel holds exactly
+      // the weight of the allocated request, that request is what it holds.
+      if (c->allocated.cpu_request_milli && *k->weight == cgroup::milli_cpu_to_weight(*c->allocated.cpu_request_milli, f))
+        act.resources.cpu_request_milli = c->allocated.cpu_request_milli;
+    }
+    if (k->cpu_max && k->cpu_max->quota_us)
+      act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k->cpu_max->quota_us, k->cpu_max->period_us);
+    if (k->memory_max && *k->memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k->memory_max);
+    act.memory_current = k->memory_current;
+    act.oom_kill = k->oom_kill;
+    act.read_unix_ms = now_unix_ms();
+
+    // An allocation the runtime may still be writing is not judged yet.
+    if (now() - e.allocated_at >= opts.settle)
+      now_drift = judge(c->allocated, *k, f, formula_settled());
+    else
+      now_drift = e.drift;
+    report(id, e, now_drift);
+
+    const auto& old = c->actual;
+    const bool usage_moved =
+        old && (old->memory_current > act.memory_current ? old->memory_current - act.memory_current
+                                                         : act.memory_current - old->memory_current) >=
+                   std::max(kUsageStepBytes, old->memory_current / kUsageStepDivisor);
+    const bool changed = force || !old || old->resources != act.resources || old->oom_kill != act.oom_kill ||
+                         usage_moved || c->drift != e.drift;
+    if (changed) {
+      (void)store.update_container(id, [&](Container& ct) {
+        if (metrics && ct.actual && act.oom_kill > ct.actual->oom_kill)
+          metrics->oom_kills.inc({{"container", id}}, static_cast<double>(act.oom_kill - ct.actual->oom_kill));
+        ct.actual = act;
+        ct.drift = e.drift;
+      });
+    }
+    repair(id, e, *c);
+  }
+
+  void kick() {
+    if (!opts.schedule || slice_scheduled || queue.empty()) return;
+    slice_scheduled = true;
+    std::weak_ptr<int> w = alive;
+    opts.schedule(0ms, [this, w] {
+      if (w.expired()) return;
+      {
+        std::lock_guard lk(mu);
+        slice_scheduled = false;
+      }
+      run_slice(opts.slice_budget);
+      std::lock_guard lk(mu);
+      kick();
+    });
+  }
+
+  void arm() {
+    if (!opts.schedule || opts.interval.count() == 0) return;
+    std::weak_ptr<int> w = alive;
+    opts.schedule(opts.interval, [this, w] {
+      if (w.expired()) return;
+      std::lock_guard lk(mu);
+      tick();
+      kick();
+      arm();
+    });
+  }
+
+  void tick() {
+    if (queue.empty() && !pass_open) {
+      pass_open = true;
+      pass_start = now();
+    }
+    for (auto& [id, e] : entries) enqueue(id, e);
+  }
+
+  // budget zero: no limit.
+  size_t run_slice(std::chrono::microseconds budget) {
+    std::lock_guard lk(mu);
+    const auto start = now();
+    size_t n = 0;
+    while (!queue.empty()) {
+      std::string id = std::move(queue.front());
+      queue.pop_front();
+      auto it = entries.find(id);
+      if (it == entries.end() || !it->second.queued) continue;
+      read_one(id, 0, false);
+      ++n;
+      if (budget.count() > 0 && now() - start >= budget) break;
+    }
+    const auto end = now();
+    ++stats.slices;
+    stats.longest_slice = std::max(stats.longest_slice, std::chrono::duration_cast<std::chrono::microseconds>(end - start));
+    if (queue.empty() && pass_open) {
+      pass_open = false;
+      ++stats.passes;
+      stats.last_pass = std::chrono::duration_cast<std::chrono::microseconds>(end - pass_start);
+      if (metrics) metrics->readback_pass.set({}, std::chrono::duration<double>(end - pass_start).count());
+    }
+    return n;
+  }
+};
+
+ReadBack::ReadBack(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<ReadBack>> ReadBack::create(Store& store, cgroup::Engine* engine, Metrics* metrics,
+                                                   ReadBackOptions opts) {
+  auto impl = std::make_unique<Impl>(store, engine, metrics, std::move(opts));
+  auto root = fs::open_dir(impl->opts.cgroup_root);
+  if (!root) return wrap(root, fmt::format("read-back: cgroup root '{}'", impl->opts.cgroup_root));
+  impl->root_fd = std::move(*root);
+  // Kept fds must leave room for everything else (sockets, the CDI watch,
+  // the engine's own opens): at most half the soft RLIMIT_NOFILE.
+  // Of that half, the kept files come first; directories take the rest.
+  size_t budget = 1 << 20;
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    budget = static_cast<size_t>(rl.rlim_cur / 2);
+  const size_t cap = budget / (kNumFiles + 1);
+  if (impl->opts.fd_cache > cap) {
+    log::notice("read-back: keeping attribute fds for {} containers, not {} (RLIMIT_NOFILE {})", cap,
+                impl->opts.fd_cache, budget * 2);
+    impl->opts.fd_cache = cap;
+  }
+  impl->dir_cap = impl->opts.keep_dirs ? budget - impl->opts.fd_cache * kNumFiles : 0;
+  Impl* self = impl.get();
+  {
+    std::lock_guard lk(self->mu);
+    store.for_each_container([self](const Container& c) { self->enqueue(c.id, self->add(c)); });
+    self->sub = store.subscribe([self](const Event& ev) { self->on_event(ev); });
+  }
+  return std::unique_ptr<ReadBack>(new ReadBack(std::move(impl)));
+}
+
+ReadBack::~ReadBack() {
+  impl_->store.unsubscribe(impl_->sub);
+  impl_->alive.reset();
+}
+
+void ReadBack::start() {
+  std::lock_guard lk(impl_->mu);
+  impl_->kick();
+  impl_->arm();
+}
+
+void ReadBack::touch(const std::string& id, uint64_t shares) {
+  std::lock_guard lk(impl_->mu);
+  impl_->read_one(id, shares, true);
+}
+
+void ReadBack::touch_all() {
+  std::lock_guard lk(impl_->mu);
+  impl_->tick();
+  impl_->kick();
+}
+
+size_t ReadBack::run_slice() { return impl_->run_slice(impl_->opts.slice_budget); }
+
+void ReadBack::tick() {
+  std::lock_guard lk(impl_->mu);
+  impl_->tick();
+}
+
+void ReadBack::read_all() {
+  std::lock_guard lk(impl_->mu);
+  impl_->tick();
+  while (!impl_->queue.empty()) impl_->run_slice(std::chrono::microseconds(0));
+}
+
+ReadBack::Stats ReadBack::stats() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->stats;
+}
+size_t ReadBack::cached_containers() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->cached;
+}
+size_t ReadBack::cached_dirs() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->dirs;
+}
+size_t ReadBack::pending() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->queue.size();
+}
+
+}  // namespace podshim::core

@@ -1,0 +1,256 @@
+// Read-back and drift on a real cgroup v2 kernel (issue 17 item 6), inside the
+// qemu guest (tests/vm/vm-run): podshimd --nri=off owns the guest's
+// /sys/fs/cgroup; a container registered as podshim-hook registers it gets its
+// actual values from the kernel without any resize; a hand edit of memory.max
+// (with podshimd's fds on the file already open: a pread at offset 0 must see
+// the new value) shows up as drift within one period — in the status API, in
+// podshimctl get, in podshim_drift — and is logged once; restored, it ends;
+// with readback.repair_drift the allocated value is written back.
+// Skips outside the VM.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/str.h"
+#include "shim/status/client.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+namespace status = podshim::status;
+
+constexpr int64_t kMi = 1 << 20;
+const std::string kCg = "/sys/fs/cgroup";
+constexpr int kPeriodMs = 2000;
+
+bool in_vm() {
+  const char* v = std::getenv("PODSHIM_IN_VM");
+  return v && std::string(v) == "1";
+}
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(podshim::str::trim(ss.str()));
+}
+bool put(const std::string& p, const std::string& v) {
+  std::ofstream out(p);
+  out << v;
+  out.flush();
+  return out.good();
+}
+int count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+class ReadBackKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
+    const char* d = std::getenv("PODSHIM_PODSHIMD");
+    ASSERT_TRUE(d && access(d, X_OK) == 0) << "PODSHIM_PODSHIMD must name the podshimd binary";
+    podshimd_ = d;
+    if (const char* c = std::getenv("PODSHIM_PODSHIMCTL")) podshimctl_ = c;
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    uid_ = fmt::format("d71f0000-0000-4000-8000-{:012d}", ++counter_);
+    dir_ = "/run/podshim-readback/" + name;
+    sock_ = dir_ + "/podshim.sock";
+    ASSERT_EQ(system(("mkdir -p " + dir_ + "/state").c_str()), 0);
+    pod_ = "kubepods/burstable/pod" + uid_;
+    std::string rel;
+    for (const std::string& part : {std::string("kubepods"), std::string("burstable"), "pod" + uid_}) {
+      rel += (rel.empty() ? "" : "/") + part;
+      mkdir((kCg + "/" + rel).c_str(), 0755);
+      ASSERT_TRUE(put(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory")) << rel;
+    }
+    ctr_ = kCg + "/" + pod_ + "/c1";
+    ASSERT_EQ(mkdir(ctr_.c_str(), 0755), 0);
+    // As runc leaves it for a 500m / 256Mi limit; cpu.weight in set_weight().
+    ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(256 * kMi)));
+    ASSERT_TRUE(put(ctr_ + "/cpu.max", "50000 100000"));
+  }
+  void TearDown() override {
+    if (daemon_ > 0) {
+      kill(daemon_, SIGTERM);
+      waitpid(daemon_, nullptr, 0);
+    }
+    if (!pod_.empty()) {
+      rmdir(ctr_.c_str());
+      rmdir((kCg + "/" + pod_).c_str());
+    }
+    if (::testing::Test::HasFailure() && !dir_.empty())
+      std::printf("---- podshimd log ----\n%s\n----\n", slurp(dir_ + "/podshimd.log").c_str());
+  }
+
+  void start_daemon(bool repair) {
+    ASSERT_TRUE(put(dir_ + "/config.yaml",
+                    "log_level: info\n"
+                    "state_dir: " + dir_ + "/state\n"
+                    "socket:\n  path: " + sock_ + "\n"
+                    "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  weight_formula: quadratic\n"
+                    "readback:\n  interval_ms: " + std::to_string(kPeriodMs) + "\n  repair_drift: " +
+                        (repair ? "true" : "false") + "\n"));
+    daemon_ = fork();
+    if (daemon_ == 0) {
+      int log = open((dir_ + "/podshimd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (log >= 0) dup2(log, STDERR_FILENO);
+      execl(podshimd_.c_str(), "podshimd", "--nri=off", "--config", (dir_ + "/config.yaml").c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_GT(daemon_, 0);
+    ASSERT_TRUE(wait_for([&] {
+      auto r = request("GET", "/readyz");
+      return r && r->status == 200;
+    }, 60s)) << "podshimd did not become ready";
+  }
+
+  bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+  podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
+                                                std::string_view body = {}) {
+    status::ClientOptions o;
+    o.socket_path = sock_;
+    o.timeout = 10s;
+    return status::http_request(o, method, target, body);
+  }
+  json container() {
+    auto r = request("GET", "/v1/containers/c1");
+    if (!r || r->status != 200) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+  void register_container() {
+    json body{{"id", "c1"},
+              {"podUid", uid_},
+              {"name", "c1"},
+              {"cgroupPath", "/" + pod_ + "/c1"},
+              {"podCgroupPath", "/" + pod_},
+              {"podName", "drift"},
+              {"podNamespace", "default"},
+              {"state", "running"},
+              {"resources",
+               {{"requests", {{"cpu", "250m"}, {"memory", "32Mi"}}}, {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}}}};
+    auto r = request("POST", "/v1/containers", body.dump());
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+  // Writes the weight the runtime would have for 250m, read from what
+  // podshimctl cgroup-values prints (the same conversion podshimd uses).
+  void set_weight() {
+    ASSERT_FALSE(podshimctl_.empty()) << "PODSHIM_PODSHIMCTL must name podshimctl";
+    std::string out = run(podshimctl_ + " cgroup-values --cpu-request 250m --cpu-limit 500m --memory-limit 256Mi");
+    json v = json::parse(out, nullptr, false);
+    ASSERT_TRUE(v.is_object() && v["cpu.weight"].is_string()) << out;
+    const std::string w = v["cpu.weight"];
+    ASSERT_TRUE(put(ctr_ + "/cpu.weight", w));
+  }
+  static std::string run(const std::string& cmd) {
+    std::string out;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      pclose(p);
+    }
+    return out;
+  }
+  std::string metrics() {
+    auto r = request("GET", "/metrics");
+    return r && r->status == 200 ? r->body : "";
+  }
+
+  static inline int counter_ = 0;
+  std::string podshimd_, podshimctl_, uid_, dir_, sock_, pod_, ctr_;
+  pid_t daemon_ = -1;
+};
+
+TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
+  set_weight();
+  start_daemon(false);
+  register_container();
+  // Actual from the kernel without any resize.
+  ASSERT_TRUE(wait_for([&] { return container()["actual"].is_object(); }, 5s)) << container().dump();
+  json c = container();
+  EXPECT_EQ(c["actual"]["memoryLimitBytes"], 256 * kMi) << c.dump();
+  EXPECT_EQ(c["actual"]["cpuLimitMilli"], 500) << c.dump();
+  EXPECT_EQ(c["actual"]["cpuRequestMilli"], 250) << c.dump();
+  EXPECT_TRUE(c["drift"].empty()) << c.dump();
+  // Let one periodic pass go by so podshimd reads through its kept fds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(kPeriodMs + 500));
+  ASSERT_TRUE(container()["drift"].empty()) << container().dump();
+
+  ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(512 * kMi)));
+  const auto edited = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_for([&] { return !container()["drift"].empty(); }, std::chrono::milliseconds(3 * kPeriodMs)))
+      << "no drift after 3 periods: " << container().dump();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - edited);
+  std::printf("drift seen %lld ms after the edit (period %d ms)\n", static_cast<long long>(took.count()), kPeriodMs);
+  // One period, plus the timer's coalescing (sd-event: 250 ms) and the
+  // slices of the pass under TCG.
+  EXPECT_LE(took.count(), kPeriodMs + 750) << "drift not within one period";
+  c = container();
+  ASSERT_EQ(c["drift"].size(), 1u) << c.dump();
+  EXPECT_EQ(c["drift"][0]["resource"], "memory_limit");
+  EXPECT_EQ(c["drift"][0]["allocated"], std::to_string(256 * kMi));
+  EXPECT_EQ(c["drift"][0]["actual"], std::to_string(512 * kMi));
+  EXPECT_EQ(c["actual"]["memoryLimitBytes"], 512 * kMi);
+  bool cond = false;
+  for (const auto& k : c["conditions"]) cond |= k["type"] == "PodshimDrift";
+  EXPECT_TRUE(cond) << c.dump();
+  const std::string m = metrics();
+  EXPECT_NE(m.find("podshim_drift{container=\"c1\",pod=\"drift\",resource=\"memory_limit\"} 1"), std::string::npos) << m;
+  if (!podshimctl_.empty()) {
+    std::string out = run(podshimctl_ + " --socket " + sock_ + " get containers c1 2>&1");
+    EXPECT_NE(out.find("PodshimDrift"), std::string::npos) << out;
+  }
+  // Two more periods: still one line, and nothing written back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kPeriodMs));
+  EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift: memory.max"), 1) << slurp(dir_ + "/podshimd.log");
+  EXPECT_EQ(slurp(ctr_ + "/memory.max"), std::to_string(512 * kMi)) << "repair_drift is off";
+
+  ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(256 * kMi)));
+  ASSERT_TRUE(wait_for([&] { return container()["drift"].empty(); }, std::chrono::milliseconds(kPeriodMs + 1500)))
+      << container().dump();
+  EXPECT_NE(metrics().find("podshim_drift{container=\"c1\",pod=\"drift\",resource=\"memory_limit\"} 0"),
+            std::string::npos);
+  EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift ended: memory.max"), 1);
+}
+
+TEST_F(ReadBackKernel, RepairDriftWritesTheAllocatedValueBack) {
+  set_weight();
+  start_daemon(true);
+  register_container();
+  ASSERT_TRUE(wait_for([&] { return container()["actual"].is_object(); }, 5s));
+  ASSERT_TRUE(put(ctr_ + "/memory.max", "max"));
+  ASSERT_TRUE(wait_for([&] { return slurp(ctr_ + "/memory.max") == std::to_string(256 * kMi); },
+                       std::chrono::milliseconds(3 * kPeriodMs)))
+      << "memory.max not repaired: " << slurp(ctr_ + "/memory.max");
+  ASSERT_TRUE(wait_for([&] { return container()["drift"].empty(); }, std::chrono::milliseconds(2 * kPeriodMs)));
+  const std::string log = slurp(dir_ + "/podshimd.log");
+  EXPECT_EQ(count(log, "Drift repaired: container c1"), 1) << log;
+  EXPECT_NE(metrics().find("podshim_drift_repairs_total{result=\"applied\"} 1"), std::string::npos);
+}
+
+}  // namespace
