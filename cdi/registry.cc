@@ -507,12 +507,9 @@ Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vecto
 
 Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
                         const std::vector<std::string>& names, const HostLookup& lookup) {
-  auto edits = resolve_devices(registry, names, process_ids_from_oci(config), lookup);
-  if (!edits) return Unexpected(edits.error());
-  nlohmann::json copy = config;
-  PODSHIM_TRY(apply_to_oci(*edits, copy));
-  config = std::move(copy);
-  return {};
+  auto parts = registry.resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  return inject_edits_oci(*parts, config, lookup);
 }
 
 }  // namespace podshim::cdi
