@@ -97,6 +97,9 @@ std::string_view env_key(std::string_view e) { return e.substr(0, e.find('=')); 
 constexpr std::array<const char*, 6> kStages = {"prestart",       "createRuntime", "createContainer",
                                                 "startContainer", "poststart",     "poststop"};
 
+// "Minimally specified" in fillMissingInfo's words: the host is not consulted.
+bool fully_specified(const DeviceNode& n) { return !n.type.empty() && (n.major != 0 || n.type == "p"); }
+
 // Host lookups of one resolution: each host path is looked up once, however
 // many nodes (of however many specs) name it. Results stay at fixed
 // addresses (reserved up front), so views may point into them.
@@ -161,8 +164,7 @@ struct EditsView {
 Result<NodePart> complete_node(const DeviceNode& n, const ProcessIds& ids, HostCache& host) {
   NodePart d{&n, n.host_path.empty() ? &n.path : &n.host_path, n.type, n.major, n.minor, n.file_mode, n.uid,
              n.gid, false};
-  const bool minimal = !n.type.empty() && (n.major != 0 || n.type == "p");
-  if (!minimal) {
+  if (!fully_specified(n)) {
     const Result<HostDevice>& h = host.get(*d.host_path);
     if (!h) return Unexpected(h.error().wrap(fmt::format("CDI device \"{}\"", n.path)));
     d.on_host = true;
@@ -301,9 +303,13 @@ Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessI
 
 namespace {
 
-size_t count_nodes(std::span<const ContainerEdits* const> parts) {
+// At most this many host paths get looked up: the HostCache's size. Kept
+// exact, not one per node: a cache sized for every node crossed malloc's
+// large-request size, and each such request consolidates the free lists.
+size_t count_lookups(std::span<const ContainerEdits* const> parts) {
   size_t n = 0;
-  for (const ContainerEdits* p : parts) n += p->device_nodes.size();
+  for (const ContainerEdits* p : parts)
+    for (const auto& d : p->device_nodes) n += !fully_specified(d);
   return n;
 }
 
@@ -311,7 +317,7 @@ size_t count_nodes(std::span<const ContainerEdits* const> parts) {
 
 Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts, const ProcessIds& ids,
                                     const HostLookup& lookup) {
-  HostCache host(lookup, count_nodes(parts));
+  HostCache host(lookup, count_lookups(parts));
   EditsView v;
   PODSHIM_TRY(build_view(parts, ids, host, v));
   return materialise(v);
@@ -630,7 +636,7 @@ Result<void> apply_impl(const E& e, json& config) {
 Result<void> apply_to_oci(const ResolvedEdits& e, json& config) { return apply_impl(e, config); }
 
 Result<void> inject_edits_oci(std::span<const ContainerEdits* const> parts, json& config, const HostLookup& lookup) {
-  HostCache host(lookup, count_nodes(parts));
+  HostCache host(lookup, count_lookups(parts));
   EditsView v;
   if (auto r = build_view(parts, process_ids_from_oci(config), host, v); !r)
     return Unexpected(r.error().wrap("failed to inject CDI devices"));
