@@ -4,6 +4,7 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -64,34 +65,114 @@ std::string clean_path(std::string_view p) {
 
 namespace {
 
-size_t mount_depth(std::string_view destination) {
-  std::string c = clean_path(destination);
-  return static_cast<size_t>(std::count(c.begin(), c.end(), '/'));
+// The depth of a mount destination: the number of '/' in clean_path(d),
+// counted without building the cleaned string (sorting mounts called
+// clean_path twice per mount, two allocations each).
+size_t mount_depth(std::string_view d) {
+  if (d.empty()) return 0;
+  const bool rooted = d.front() == '/';
+  size_t names = 0, dotdots = 0;  // what clean_path keeps: leading ".." (unrooted only), then names
+  size_t i = 0;
+  while (i < d.size()) {
+    size_t j = d.find('/', i);
+    if (j == std::string_view::npos) j = d.size();
+    std::string_view c = d.substr(i, j - i);
+    i = j + 1;
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {
+      if (names > 0) names--;
+      else if (!rooted) dotdots++;
+      continue;
+    }
+    names++;
+  }
+  size_t parts = names + dotdots;
+  if (rooted) return parts == 0 ? 1 : parts;  // "/" has one slash, "/a/b" two
+  return parts == 0 ? 0 : parts - 1;          // "." none, "a/b" one
 }
 
 std::string_view env_key(std::string_view e) { return e.substr(0, e.find('=')); }
 
-Result<LinuxDevice> complete_node(const DeviceNode& in, const ProcessIds& ids, const HostLookup& lookup) {
-  DeviceNode d = in;
-  if (d.host_path.empty()) d.host_path = d.path;
-  bool fully_specified = !d.type.empty() && (d.major != 0 || d.type == "p");
-  bool on_host = false;
-  if (fully_specified) {
-    // The host node may not exist (NVIDIA's MIG nvidia-caps nodes are made
-    // inside the container); the lookup only supplies a missing fileMode.
-    if (auto h = lookup(d.host_path)) {
-      on_host = h->type == d.type;
-      if (!d.file_mode) d.file_mode = h->mode;
-    }
-  } else {
-    on_host = true;
-    auto h = lookup(d.host_path);
-    if (!h) return Unexpected(h.error().wrap(fmt::format("CDI device \"{}\"", d.path)));
+// OCI hook stages, in the order apply_to_oci writes them.
+constexpr std::array<const char*, 6> kStages = {"prestart",       "createRuntime", "createContainer",
+                                                "startContainer", "poststart",     "poststop"};
+
+// "Minimally specified" in fillMissingInfo's words: the host is not consulted.
+bool fully_specified(const DeviceNode& n) { return !n.type.empty() && (n.major != 0 || n.type == "p"); }
+
+// Host lookups of one resolution: each host path is looked up once, however
+// many nodes (of however many specs) name it. Results stay at fixed
+// addresses (reserved up front), so views may point into them.
+class HostCache {
+ public:
+  HostCache(const HostLookup& lookup, size_t max_paths) : lookup_(lookup), index_(max_paths) {
+    results_.reserve(max_paths);
+  }
+  const Result<HostDevice>& get(const std::string& path) {
+    bool fresh;
+    size_t at = index_.find_or_add(path, results_.size(), &fresh);
+    if (fresh) results_.push_back(lookup_(path));
+    return results_[at];
+  }
+
+ private:
+  const HostLookup& lookup_;
+  FlatIndex<std::string_view> index_;
+  std::vector<Result<HostDevice>> results_;
+};
+
+// A completed device node; its strings are the spec's (or the cache's).
+struct NodePart {
+  const DeviceNode* node;
+  const std::string* host_path;  // hostPath, or path when unset
+  std::string_view type;
+  int64_t major, minor;
+  std::optional<uint32_t> file_mode, uid, gid;
+  bool on_host;
+};
+
+struct RulePart {
+  std::string_view type;
+  int64_t major, minor;
+  std::string_view access;
+};
+
+// resolve_edits' result before any string is copied: pointers into the
+// edits it was built from (and into its HostCache), valid while they live.
+// resolve_edits copies it into a ResolvedEdits; the OCI back end applies it
+// directly.
+struct EditsView {
+  std::vector<const std::string*> env;
+  std::vector<NodePart> devices;
+  std::vector<RulePart> device_rules;
+  std::vector<const NetDevice*> net_devices;
+  std::vector<const Mount*> mounts;
+  std::array<std::vector<const Hook*>, kStages.size()> hooks;
+  const IntelRdt* intel_rdt = nullptr;
+  std::vector<uint32_t> additional_gids;
+};
+
+// pkg/cdi container-edits_unix.go fillMissingInfo (v1.0.x, as v0.5.2): a
+// node with a type and a major (or type "p") is taken as given and the host
+// is not consulted; otherwise the host node is looked up (missing → error,
+// type different from the declared one → error), major/minor copied when
+// major is 0. podshim also fills a missing fileMode from that lookup
+// (v1.1.0, 457489d). Later upstream (PR #275) lstat()s minimally specified
+// nodes too, only to fill their fileMode and ignoring failures; podshim does
+// not, which keeps the host out of CreateContainer for them (NVIDIA's
+// nvidia-caps nodes may exist only inside the container anyway).
+Result<NodePart> complete_node(const DeviceNode& n, const ProcessIds& ids, HostCache& host) {
+  NodePart d{&n, n.host_path.empty() ? &n.path : &n.host_path, n.type, n.major, n.minor, n.file_mode, n.uid,
+             n.gid, false};
+  if (!fully_specified(n)) {
+    const Result<HostDevice>& h = host.get(*d.host_path);
+    if (!h) return Unexpected(h.error().wrap(fmt::format("CDI device \"{}\"", n.path)));
+    d.on_host = true;
     if (d.type.empty()) {
       d.type = h->type;
     } else if (d.type != h->type) {
-      return fail(EINVAL, "CDI device (\"{}\", \"{}\"): host type mismatch (declared {}, host {})", d.path,
-                  d.host_path, d.type, h->type);
+      return fail(EINVAL, "CDI device (\"{}\", \"{}\"): host type mismatch (declared {}, host {})", n.path,
+                  *d.host_path, d.type, h->type);
     }
     if (d.major == 0 && d.type != "p") {
       d.major = h->major;
@@ -99,45 +180,39 @@ Result<LinuxDevice> complete_node(const DeviceNode& in, const ProcessIds& ids, c
     }
     if (!d.file_mode) d.file_mode = h->mode;
   }
-  LinuxDevice out{std::move(d.path), std::move(d.type), d.major, d.minor, d.file_mode, d.uid, d.gid,
-                  std::move(d.host_path), on_host};
-  if (!out.uid && ids.uid > 0) out.uid = ids.uid;
-  if (!out.gid && ids.gid > 0) out.gid = ids.gid;
-  return out;
+  if (!d.uid && ids.uid > 0) d.uid = ids.uid;
+  if (!d.gid && ids.gid > 0) d.gid = ids.gid;
+  return d;
 }
 
-OciHook to_oci(const Hook& h) { return OciHook{h.path, h.args, h.env, h.timeout}; }
-
-}  // namespace
-
-Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
-                                    const HostLookup& lookup) {
-  const ContainerEdits* one = &merged;
-  return resolve_edits(std::span<const ContainerEdits* const>(&one, 1), ids, lookup);
-}
-
-Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts, const ProcessIds& ids,
-                                    const HostLookup& lookup) {
+Result<void> build_view(std::span<const ContainerEdits* const> parts, const ProcessIds& ids, HostCache& host,
+                        EditsView& r) {
   // Every list below is made unique by its key in one pass with a hash
   // index. Scanning the result once per entry, as before, made injection
   // quadratic in the number of requested devices.
   std::vector<const DeviceNode*> nodes;
   std::vector<const Mount*> mounts;
-  size_t n_env = 0;
+  size_t n_env = 0, n_nodes = 0, n_mounts = 0, n_gids = 0;
+  for (const ContainerEdits* p : parts) {
+    n_env += p->env.size();
+    n_nodes += p->device_nodes.size();
+    n_mounts += p->mounts.size();
+    n_gids += p->additional_gids.size();
+  }
+  nodes.reserve(n_nodes);
+  mounts.reserve(n_mounts);
   for (const ContainerEdits* p : parts) {
     for (const auto& n : p->device_nodes) nodes.push_back(&n);
     for (const auto& m : p->mounts) mounts.push_back(&m);
-    n_env += p->env.size();
   }
-  ResolvedEdits r;
   r.env.reserve(n_env);
   FlatIndex<std::string_view> env_at(n_env);  // key → index in r.env
   for (const ContainerEdits* p : parts) {
     for (const auto& e : p->env) {
       bool fresh;
       size_t& at = env_at.find_or_add(env_key(e), r.env.size(), &fresh);
-      if (fresh) r.env.push_back(e);
-      else r.env[at] = e;  // a later value replaces in place
+      if (fresh) r.env.push_back(&e);
+      else r.env[at] = &e;  // a later value replaces in place
     }
   }
   // Device nodes: unique by container path, the later one wins and takes
@@ -148,18 +223,21 @@ Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts
     last_node.find_or_add(nodes[i]->path, i, &fresh) = i;
   }
   r.devices.reserve(nodes.size());
+  r.device_rules.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); i++) {
     const DeviceNode& n = *nodes[i];
-    auto dev = complete_node(n, ids, lookup);
+    auto dev = complete_node(n, ids, host);
     if (!dev) return Unexpected(dev.error());
     if (dev->type == "b" || dev->type == "c") {
-      std::string access = n.permissions.empty() ? "rwm" : n.permissions == "none" ? "" : n.permissions;
-      r.device_rules.push_back(DeviceCgroupRule{dev->type, dev->major, dev->minor, std::move(access)});
+      std::string_view access = n.permissions;  // a view: the conditional form would copy into a temporary
+      if (access.empty()) access = "rwm";
+      else if (access == "none") access = "";
+      r.device_rules.push_back(RulePart{dev->type, dev->major, dev->minor, access});
     }
-    if (*last_node.find(n.path) == i) r.devices.push_back(std::move(*dev));
+    if (*last_node.find(n.path) == i) r.devices.push_back(*dev);
   }
   for (const ContainerEdits* p : parts)
-    r.net_devices.insert(r.net_devices.end(), p->net_devices.begin(), p->net_devices.end());
+    for (const auto& d : p->net_devices) r.net_devices.push_back(&d);
   // Mounts: unique by destination (later wins, at its position), then
   // stable-sorted by depth, each depth computed once.
   FlatIndex<std::string_view> last_mount(mounts.size());
@@ -175,24 +253,74 @@ Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts
   std::stable_sort(by_depth.begin(), by_depth.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   r.mounts.reserve(by_depth.size());
-  for (const auto& [_, m] : by_depth) r.mounts.push_back(OciMount{m->container_path, m->host_path, m->type, m->options});
-  std::unordered_set<uint32_t> gids;
+  for (const auto& [_, m] : by_depth) r.mounts.push_back(m);
+  FlatIndex<uint32_t, char> gids(n_gids);
   for (const ContainerEdits* p : parts) {
     for (const auto& h : p->hooks) {
-      auto& hooks = r.hooks;
-      if (h.hook_name == "prestart") hooks.prestart.push_back(to_oci(h));
-      else if (h.hook_name == "createRuntime") hooks.create_runtime.push_back(to_oci(h));
-      else if (h.hook_name == "createContainer") hooks.create_container.push_back(to_oci(h));
-      else if (h.hook_name == "startContainer") hooks.start_container.push_back(to_oci(h));
-      else if (h.hook_name == "poststart") hooks.poststart.push_back(to_oci(h));
-      else if (h.hook_name == "poststop") hooks.poststop.push_back(to_oci(h));
-      else return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
+      auto stage = std::find_if(kStages.begin(), kStages.end(), [&](const char* s) { return h.hook_name == s; });
+      if (stage == kStages.end()) return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
+      r.hooks[static_cast<size_t>(stage - kStages.begin())].push_back(&h);
     }
-    if (p->intel_rdt) r.intel_rdt = *p->intel_rdt;  // a later one replaces (ContainerEdits::append)
+    if (p->intel_rdt) r.intel_rdt = &*p->intel_rdt;  // a later one replaces (ContainerEdits::append)
     for (uint32_t g : p->additional_gids)
-      if (g != 0 && gids.insert(g).second) r.additional_gids.push_back(g);
+      if (g != 0 && gids.insert(g)) r.additional_gids.push_back(g);
   }
+  return {};
+}
+
+OciHook to_oci(const Hook& h) { return OciHook{h.path, h.args, h.env, h.timeout}; }
+
+ResolvedEdits materialise(const EditsView& v) {
+  ResolvedEdits r;
+  r.env.reserve(v.env.size());
+  for (const std::string* e : v.env) r.env.push_back(*e);
+  r.devices.reserve(v.devices.size());
+  for (const NodePart& d : v.devices)
+    r.devices.push_back(LinuxDevice{d.node->path, std::string(d.type), d.major, d.minor, d.file_mode, d.uid, d.gid,
+                                    *d.host_path, d.on_host});
+  r.device_rules.reserve(v.device_rules.size());
+  for (const RulePart& x : v.device_rules)
+    r.device_rules.push_back(DeviceCgroupRule{std::string(x.type), x.major, x.minor, std::string(x.access)});
+  for (const NetDevice* n : v.net_devices) r.net_devices.push_back(*n);
+  r.mounts.reserve(v.mounts.size());
+  for (const Mount* m : v.mounts) r.mounts.push_back(OciMount{m->container_path, m->host_path, m->type, m->options});
+  std::vector<OciHook>* stages[] = {&r.hooks.prestart,        &r.hooks.create_runtime, &r.hooks.create_container,
+                                    &r.hooks.start_container, &r.hooks.poststart,      &r.hooks.poststop};
+  for (size_t s = 0; s < kStages.size(); s++)
+    for (const Hook* h : v.hooks[s]) stages[s]->push_back(to_oci(*h));
+  if (v.intel_rdt) r.intel_rdt = *v.intel_rdt;
+  r.additional_gids = v.additional_gids;
   return r;
+}
+
+}  // namespace
+
+Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
+                                    const HostLookup& lookup) {
+  const ContainerEdits* one = &merged;
+  return resolve_edits(std::span<const ContainerEdits* const>(&one, 1), ids, lookup);
+}
+
+namespace {
+
+// At most this many host paths get looked up: the HostCache's size. Kept
+// exact, not one per node: a cache sized for every node crossed malloc's
+// large-request size, and each such request consolidates the free lists.
+size_t count_lookups(std::span<const ContainerEdits* const> parts) {
+  size_t n = 0;
+  for (const ContainerEdits* p : parts)
+    for (const auto& d : p->device_nodes) n += !fully_specified(d);
+  return n;
+}
+
+}  // namespace
+
+Result<ResolvedEdits> resolve_edits(std::span<const ContainerEdits* const> parts, const ProcessIds& ids,
+                                    const HostLookup& lookup) {
+  HostCache host(lookup, count_lookups(parts));
+  EditsView v;
+  PODSHIM_TRY(build_view(parts, ids, host, v));
+  return materialise(v);
 }
 
 ProcessIds process_ids_from_oci(const json& config) {
@@ -214,6 +342,55 @@ ProcessIds process_ids_from_oci(const json& config) {
 
 namespace {
 
+// The two sources apply_impl reads, a ResolvedEdits and an EditsView, seen
+// through the same accessors.
+const std::string& env_of(const std::string& e) { return e; }
+const std::string& env_of(const std::string* e) { return *e; }
+
+struct DeviceFields {
+  std::string_view path, type;
+  int64_t major, minor;
+  std::optional<uint32_t> file_mode, uid, gid;
+};
+DeviceFields fields(const LinuxDevice& d) { return {d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid}; }
+DeviceFields fields(const NodePart& d) {
+  return {d.node->path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid};
+}
+
+struct RuleFields {
+  std::string_view type;
+  int64_t major, minor;
+  std::string_view access;
+};
+RuleFields fields(const DeviceCgroupRule& r) { return {r.type, r.major, r.minor, r.access}; }
+RuleFields fields(const RulePart& r) { return {r.type, r.major, r.minor, r.access}; }
+
+const NetDevice& net_of(const NetDevice& n) { return n; }
+const NetDevice& net_of(const NetDevice* n) { return *n; }
+
+struct MountFields {
+  std::string_view destination, source, type;
+  const std::vector<std::string>& options;
+};
+MountFields fields(const OciMount& m) { return {m.destination, m.source, m.type, m.options}; }
+MountFields fields(const Mount* m) { return {m->container_path, m->host_path, m->type, m->options}; }
+
+const OciHook& hook_of(const OciHook& h) { return h; }
+const Hook& hook_of(const Hook* h) { return *h; }
+
+std::array<const std::vector<OciHook>*, kStages.size()> stages_of(const ResolvedEdits& e) {
+  return {&e.hooks.prestart,        &e.hooks.create_runtime, &e.hooks.create_container,
+          &e.hooks.start_container, &e.hooks.poststart,      &e.hooks.poststop};
+}
+std::array<const std::vector<const Hook*>*, kStages.size()> stages_of(const EditsView& e) {
+  std::array<const std::vector<const Hook*>*, kStages.size()> out;
+  for (size_t s = 0; s < kStages.size(); s++) out[s] = &e.hooks[s];
+  return out;
+}
+
+const IntelRdt* rdt_of(const ResolvedEdits& e) { return e.intel_rdt ? &*e.intel_rdt : nullptr; }
+const IntelRdt* rdt_of(const EditsView& e) { return e.intel_rdt; }
+
 // Returns obj[key], creating an object there if absent; errors if the
 // existing value has another type (a malformed config.json).
 Result<json*> child(json& obj, const char* key, json::value_t type, std::string_view where) {
@@ -228,12 +405,14 @@ Result<json*> child(json& obj, const char* key, json::value_t type, std::string_
   return &*it;
 }
 
-json hook_json(const OciHook& h) {
+template <typename H>
+json hook_json(const H& h) {
   json j = json::object();
-  j["path"] = h.path;
-  if (!h.args.empty()) j["args"] = h.args;
-  if (!h.env.empty()) j["env"] = h.env;
-  if (h.timeout) j["timeout"] = *h.timeout;
+  auto& o = j.get_ref<json::object_t&>();
+  if (!h.args.empty()) o.emplace("args", h.args);
+  if (!h.env.empty()) o.emplace("env", h.env);
+  o.emplace("path", h.path);
+  if (h.timeout) o.emplace("timeout", *h.timeout);
   return j;
 }
 
@@ -252,7 +431,7 @@ std::optional<std::string_view> member(const json& entry, const char* key) {
 // order, earlier additions included) whose `key` equals its own; the
 // upstream editors' remove-then-append, in one pass with a hash index
 // instead of a scan of the array for every addition.
-void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::string, json>> added) {
+void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::string_view, json>> added) {
   std::vector<json> all;
   all.reserve(arr.size() + added.size());
   for (auto& e : arr) all.push_back(std::move(e));
@@ -292,9 +471,9 @@ void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::st
   arr = std::move(out);
 }
 
-}  // namespace
 
-Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
+template <typename E>
+Result<void> apply_impl(const E& e, json& config) {
   if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
   using vt = json::value_t;
   if (!e.env.empty()) {
@@ -318,9 +497,9 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     size_t end = existing;
     for (const auto& v : e.env) {
       bool fresh;
-      size_t& at = last.find_or_add(env_key(v), end, &fresh);
+      size_t& at = last.find_or_add(env_key(env_of(v)), end, &fresh);
       if (fresh) end++;
-      value[at] = &v;
+      value[at] = &env_of(v);
     }
     for (size_t i = 0; i < existing; i++)
       if (value[i]) arr[i] = *value[i];
@@ -331,17 +510,20 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     if (!lnx) return Unexpected(lnx.error());
     auto devices = child(**lnx, "devices", vt::array, "linux");
     if (!devices) return Unexpected(devices.error());
-    std::vector<std::pair<std::string, json>> added;
+    std::vector<std::pair<std::string_view, json>> added;
     added.reserve(e.devices.size());
-    for (const auto& d : e.devices) {
+    for (const auto& x : e.devices) {
+      DeviceFields d = fields(x);
+      // Keys inserted in their sorted order, each at the end of the map.
       json j = json::object();
-      j["path"] = d.path;
-      j["type"] = d.type;
-      j["major"] = d.major;
-      j["minor"] = d.minor;
-      if (d.file_mode) j["fileMode"] = *d.file_mode;
-      if (d.uid) j["uid"] = *d.uid;
-      if (d.gid) j["gid"] = *d.gid;
+      auto& o = j.get_ref<json::object_t&>();
+      if (d.file_mode) o.emplace_hint(o.end(), "fileMode", *d.file_mode);
+      if (d.gid) o.emplace_hint(o.end(), "gid", *d.gid);
+      o.emplace_hint(o.end(), "major", d.major);
+      o.emplace_hint(o.end(), "minor", d.minor);
+      o.emplace_hint(o.end(), "path", d.path);
+      o.emplace_hint(o.end(), "type", d.type);
+      if (d.uid) o.emplace_hint(o.end(), "uid", *d.uid);
       added.emplace_back(d.path, std::move(j));
     }
     replace_or_append(**devices, "path", std::move(added));
@@ -351,14 +533,18 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
       auto rules = child(**resources, "devices", vt::array, "linux.resources");
       if (!rules) return Unexpected(rules.error());
       // Appended after any deny-all rule: later rules win in the device cgroup.
-      for (const auto& r : e.device_rules) {
+      auto& list = (*rules)->get_ref<json::array_t&>();
+      list.reserve(list.size() + e.device_rules.size());
+      for (const auto& x : e.device_rules) {
+        RuleFields r = fields(x);
         json j = json::object();
-        j["allow"] = true;
-        j["type"] = r.type;
-        j["major"] = r.major;
-        j["minor"] = r.minor;
-        if (!r.access.empty()) j["access"] = r.access;
-        (*rules)->push_back(std::move(j));
+        auto& o = j.get_ref<json::object_t&>();
+        if (!r.access.empty()) o.emplace_hint(o.end(), "access", r.access);
+        o.emplace_hint(o.end(), "allow", true);
+        o.emplace_hint(o.end(), "major", r.major);
+        o.emplace_hint(o.end(), "minor", r.minor);
+        o.emplace_hint(o.end(), "type", r.type);
+        list.push_back(std::move(j));
       }
     }
   }
@@ -367,20 +553,25 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     if (!lnx) return Unexpected(lnx.error());
     auto net = child(**lnx, "netDevices", vt::object, "linux");
     if (!net) return Unexpected(net.error());
-    for (const auto& n : e.net_devices) (**net)[n.host_interface_name] = json{{"name", n.name}};
+    for (const auto& x : e.net_devices) {
+      const NetDevice& n = net_of(x);
+      (**net)[n.host_interface_name] = json{{"name", n.name}};
+    }
   }
   if (!e.mounts.empty()) {
     auto mounts = child(config, "mounts", vt::array, "");
     if (!mounts) return Unexpected(mounts.error());
     json& arr = **mounts;
-    std::vector<std::pair<std::string, json>> added;  // first match only is replaced, as upstream
+    std::vector<std::pair<std::string_view, json>> added;  // first match only is replaced, as upstream
     added.reserve(e.mounts.size());
-    for (const auto& m : e.mounts) {
+    for (const auto& x : e.mounts) {
+      MountFields m = fields(x);
       json j = json::object();
-      j["destination"] = m.destination;
-      if (!m.type.empty()) j["type"] = m.type;
-      if (!m.source.empty()) j["source"] = m.source;
-      if (!m.options.empty()) j["options"] = m.options;
+      auto& o = j.get_ref<json::object_t&>();
+      o.emplace_hint(o.end(), "destination", m.destination);
+      if (!m.options.empty()) o.emplace_hint(o.end(), "options", m.options);
+      if (!m.source.empty()) o.emplace_hint(o.end(), "source", m.source);
+      if (!m.type.empty()) o.emplace_hint(o.end(), "type", m.type);
       added.emplace_back(m.destination, std::move(j));
     }
     replace_or_append(arr, "destination", std::move(added));
@@ -401,25 +592,22 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
     for (const auto& [_, i] : order) sorted.push_back(std::move(v[i]));
     v = std::move(sorted);
   }
-  if (!e.hooks.empty()) {
+  const auto stages = stages_of(e);
+  if (std::any_of(stages.begin(), stages.end(), [](const auto* l) { return !l->empty(); })) {
     auto hooks = child(config, "hooks", vt::object, "");
     if (!hooks) return Unexpected(hooks.error());
-    const std::pair<const char*, const std::vector<OciHook>*> stages[] = {
-        {"prestart", &e.hooks.prestart},         {"createRuntime", &e.hooks.create_runtime},
-        {"createContainer", &e.hooks.create_container}, {"startContainer", &e.hooks.start_container},
-        {"poststart", &e.hooks.poststart},       {"poststop", &e.hooks.poststop}};
-    for (const auto& [name, list] : stages) {
-      if (list->empty()) continue;
-      auto stage = child(**hooks, name, vt::array, "hooks");
+    for (size_t s = 0; s < kStages.size(); s++) {
+      if (stages[s]->empty()) continue;
+      auto stage = child(**hooks, kStages[s], vt::array, "hooks");
       if (!stage) return Unexpected(stage.error());
-      for (const auto& h : *list) (*stage)->push_back(hook_json(h));
+      for (const auto& h : *stages[s]) (*stage)->push_back(hook_json(hook_of(h)));
     }
   }
-  if (e.intel_rdt) {
+  if (const IntelRdt* rdt = rdt_of(e)) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
     json r = json::object();
-    const IntelRdt& i = *e.intel_rdt;
+    const IntelRdt& i = *rdt;
     if (!i.clos_id.empty()) r["closID"] = i.clos_id;
     if (!i.l3_cache_schema.empty()) r["l3CacheSchema"] = i.l3_cache_schema;
     if (!i.mem_bw_schema.empty()) r["memBwSchema"] = i.mem_bw_schema;
@@ -440,6 +628,21 @@ Result<void> apply_to_oci(const ResolvedEdits& e, json& config) {
       if (!present) (*gids)->push_back(g);
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<void> apply_to_oci(const ResolvedEdits& e, json& config) { return apply_impl(e, config); }
+
+Result<void> inject_edits_oci(std::span<const ContainerEdits* const> parts, json& config, const HostLookup& lookup) {
+  HostCache host(lookup, count_lookups(parts));
+  EditsView v;
+  if (auto r = build_view(parts, process_ids_from_oci(config), host, v); !r)
+    return Unexpected(r.error().wrap("failed to inject CDI devices"));
+  json copy = config;
+  PODSHIM_TRY(apply_impl(v, copy));
+  config = std::move(copy);
   return {};
 }
 

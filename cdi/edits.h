@@ -64,9 +64,11 @@ struct LinuxDevice {
   std::optional<uint32_t> file_mode;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
-  // The host node behind it (hostPath, or path when unset) and whether the
-  // host has it: fully specified nodes such as NVIDIA's nvidia-caps may exist
-  // only inside the container, and then there is nothing to check on the host.
+  // The host node behind it (hostPath, or path when unset) and whether it
+  // was looked up on the host (and found, of the declared type). Fully
+  // specified nodes are taken as given and not looked up, so on_host is
+  // false for them: they may exist only inside the container (NVIDIA's
+  // nvidia-caps) and there is nothing podshim checked on the host.
   std::string host_path;
   bool on_host = false;
 };
@@ -110,13 +112,15 @@ struct ResolvedEdits {
   std::vector<uint32_t> additional_gids;
 };
 
-// Completes device nodes from the host (pkg/cdi fillMissingInfo at v1.x):
-// hostPath defaults to path; a node with a type and a major (or type "p") is
-// taken as given, otherwise the host node is looked up (missing → error; a
-// type different from the declared one → error); major/minor copied when
-// major is 0; fileMode filled from the host when unset; uid/gid default to
-// the process ids when those are > 0. Then normalises the lists as described
-// at the top of this file. Errors name the device path.
+// Completes device nodes from the host (pkg/cdi container-edits_unix.go
+// fillMissingInfo, v1.0.x): hostPath defaults to path; a node with a type and
+// a major (or type "p") is taken as given and the host is not consulted;
+// otherwise the host node is looked up (missing → error; a type different
+// from the declared one → error), major/minor copied when major is 0 and
+// fileMode filled when unset. Each host path is looked up at most once per
+// call, however many nodes name it. uid/gid default to the process ids when
+// those are > 0. Then normalises the lists as described at the top of this
+// file. Errors name the device path.
 Result<ResolvedEdits> resolve_edits(const ContainerEdits& merged, const ProcessIds& ids,
                                     const HostLookup& lookup = lstat_host_device);
 // The same over edits given in merge order (as ContainerEdits::append would
@@ -130,6 +134,13 @@ ProcessIds process_ids_from_oci(const nlohmann::json& config);
 // Applies the edits to an OCI config in place. On error the config may be
 // partly edited (as upstream); callers edit a copy when that matters.
 Result<void> apply_to_oci(const ResolvedEdits& edits, nlohmann::json& config);
+
+// resolve_edits(parts, ids from the config, lookup) + apply_to_oci in one
+// pass, without copying the edits' strings into a ResolvedEdits first. On any
+// error `config` is left unchanged; a resolution error is prefixed with
+// "failed to inject CDI devices".
+Result<void> inject_edits_oci(std::span<const ContainerEdits* const> parts, nlohmann::json& config,
+                              const HostLookup& lookup = lstat_host_device);
 
 // Lexical path cleaning like Go's filepath.Clean ("/a//b/../c/" → "/a/c").
 std::string clean_path(std::string_view p);

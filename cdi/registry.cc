@@ -43,19 +43,24 @@ Result<std::vector<std::string>> list_dir(int dirfd) {
   return names;
 }
 
-// Opens and reads one candidate spec file, refusing what podshim should not
-// trust: anything but a regular file, group/world-writable files and files
-// not owned by the required owner. Upstream reads any file it can open
-// (os.ReadFile follows symlinks).
-Result<std::string> read_candidate(int dirfd, const std::string& name, const RegistryOptions& opt) {
+// Opens one candidate spec file (never through a symlink) and fstat()s it
+// into *st.
+Result<UniqueFd> open_candidate(int dirfd, const std::string& name, struct stat* st) {
   int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     if (errno == ELOOP) return fail(ELOOP, "is a symlink, ignoring it (spec files must be regular files)");
     return fail_errno("opening");
   }
   UniqueFd owned(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) < 0) return fail_errno("fstat");
+  if (::fstat(fd, st) < 0) return fail_errno("fstat");
+  return owned;
+}
+
+// Reads an opened candidate, refusing what podshim should not trust:
+// anything but a regular file, group/world-writable files and files not
+// owned by the required owner. Upstream reads any file it can open
+// (os.ReadFile follows symlinks).
+Result<std::string> read_candidate(int fd, const struct stat& st, const RegistryOptions& opt) {
   if (!S_ISREG(st.st_mode)) return fail(EPERM, "not a regular file, ignoring it");
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return fail(EPERM, "is group- or world-writable (mode {:04o}), ignoring it", st.st_mode & 07777);
@@ -70,11 +75,26 @@ constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MAS
 
 }  // namespace
 
+// The file a verdict was made from: a file with the same inode, size,
+// mtime and ctime has not changed since (ctime covers chmod and chown).
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = -1;
+  struct timespec mtime {}, ctime {};
+  static FileIdentity of(const struct stat& st) { return {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim}; }
+  bool operator==(const FileIdentity& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
+  }
+};
+
 struct Registry::FileState {
   size_t prio = 0;
   const std::string* name = nullptr;  // its key in DirState::files
   std::string error;                      // load error or safety refusal
   std::shared_ptr<const SpecFile> spec;   // null when not loaded
+  std::optional<FileIdentity> read_from;  // the opened file this state came from
   // kind=name of each device, in order; derived, not stored (a registry of
   // DRA claims holds thousands).
   std::vector<std::string> qualified() const {
@@ -127,7 +147,7 @@ bool Registry::list_candidates(size_t prio, std::vector<std::string>* names) {
   return true;
 }
 
-void Registry::update_file(size_t prio, const std::string& name) {
+void Registry::update_file(size_t prio, const std::string& name, bool only_if_changed) {
   const std::string& dir = options_.spec_dirs[prio];
   auto format = format_for_path(name);
   int dfd = format ? ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -143,7 +163,18 @@ void Registry::update_file(size_t prio, const std::string& name) {
   }
   auto f = std::make_unique<FileState>();
   f->prio = prio;
-  auto data = read_candidate(dfd, name, options_);
+  struct stat fst {};
+  auto fd = open_candidate(dfd, name, &fst);
+  if (fd) {
+    f->read_from = FileIdentity::of(fst);
+    if (only_if_changed) {
+      auto& files = dirs_[prio].files;
+      auto it = files.find(name);
+      if (it != files.end() && it->second->read_from == f->read_from) return;  // the same file: verdict stands
+    }
+  }
+  auto data = fd ? read_candidate(fd->get(), fst, options_) : Result<std::string>(Unexpected(fd.error()));
+  if (data && options_.on_parse) options_.on_parse(file_path(prio, name));
   if (!data) {
     f->error = data.error().message;
   } else if (auto spec = load_spec(*data, *format); !spec) {
@@ -364,8 +395,8 @@ void Registry::add_watches() {
     if (wd >= 0) {
       wd_dirs_[wd].push_back(prio);
       // A directory watched anew (created, or replaced by another) is
-      // listed again.
-      if (dirs_[prio].wd != wd) enqueue(prio, "");
+      // listed again and all its files read: none was seen through this watch.
+      if (dirs_[prio].wd != wd) enqueue(prio, "", Read::kAll);
       dirs_[prio].wd = wd;
       continue;
     }
@@ -411,8 +442,12 @@ Result<void> Registry::watch(const FdWatcher& register_fd) {
   return {};
 }
 
-void Registry::enqueue(size_t prio, std::string name) {
-  if (!queued_.emplace(prio, name).second) return;
+void Registry::enqueue(size_t prio, std::string name, Read how) {
+  auto [it, fresh] = queued_.emplace(std::make_pair(prio, name), how);
+  if (!fresh) {
+    it->second = std::max(it->second, how);  // a queued job reads as strongly as asked since
+    return;
+  }
   queue_.push_back(Job{prio, std::move(name)});
 }
 
@@ -431,19 +466,21 @@ void Registry::signal_pending() {
   }
 }
 
-void Registry::run_job(const Job& job) {
+void Registry::run_job(const Job& job, Read how) {
   if (!job.name.empty()) {
-    update_file(job.prio, job.name);
+    update_file(job.prio, job.name, how == Read::kIfChanged);
     return;
   }
   // Re-list the directory: every listed candidate and every file known
-  // from before becomes a job of its own.
+  // from before becomes a job of its own; one unchanged since it was read
+  // is not read again unless events were lost.
   add_watches();
   std::vector<std::string> names;
   list_candidates(job.prio, &names);
   views_stale_ = true;  // the directory error may have changed
-  for (auto& n : names) enqueue(job.prio, std::move(n));
-  for (const auto& [n, _] : dirs_[job.prio].files) enqueue(job.prio, n);
+  Read files = how == Read::kAll ? Read::kAlways : Read::kIfChanged;
+  for (auto& n : names) enqueue(job.prio, std::move(n), files);
+  for (const auto& [n, _] : dirs_[job.prio].files) enqueue(job.prio, n, files);
 }
 
 bool Registry::process_watch_events() {
@@ -458,7 +495,7 @@ bool Registry::process_watch_events() {
       p += sizeof(struct inotify_event) + ev->len;
       std::string_view name = ev->len ? std::string_view(ev->name) : std::string_view();
       if (ev->mask & IN_Q_OVERFLOW) {  // lost events: list every directory again
-        for (size_t prio = 0; prio < dirs_.size(); prio++) enqueue(prio, "");
+        for (size_t prio = 0; prio < dirs_.size(); prio++) enqueue(prio, "", Read::kAll);
         continue;
       }
       if (ancestor_wds_.count(ev->wd)) {
@@ -483,8 +520,10 @@ bool Registry::process_watch_events() {
   if (!queue_.empty()) {
     Job job = std::move(queue_.front());
     queue_.pop_front();
-    queued_.erase({job.prio, job.name});
-    run_job(job);
+    auto q = queued_.find({job.prio, job.name});
+    Read how = q->second;
+    queued_.erase(q);
+    run_job(job, how);
     generation_++;
     ran = true;
   }
@@ -507,12 +546,9 @@ Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vecto
 
 Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
                         const std::vector<std::string>& names, const HostLookup& lookup) {
-  auto edits = resolve_devices(registry, names, process_ids_from_oci(config), lookup);
-  if (!edits) return Unexpected(edits.error());
-  nlohmann::json copy = config;
-  PODSHIM_TRY(apply_to_oci(*edits, copy));
-  config = std::move(copy);
-  return {};
+  auto parts = registry.resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  return inject_edits_oci(*parts, config, lookup);
 }
 
 }  // namespace podshim::cdi

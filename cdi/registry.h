@@ -48,6 +48,9 @@ struct RegistryOptions {
   // Owner every spec file must have; nullopt accepts any owner (unit tests
   // running unprivileged, `podshimctl cdi validate` on a developer's files).
   std::optional<uid_t> required_owner = 0;
+  // Test seam: called with a spec file's path each time its content is
+  // parsed (refresh() and live refresh), so tests can count parses.
+  std::function<void(const std::string& path)> on_parse;
 };
 
 // One loaded, valid spec file.
@@ -90,7 +93,10 @@ class Registry {
   // A change re-reads only what inotify names: a spec file event re-reads
   // that one file; only a directory's own events (created, replaced,
   // removed, chmod) or a queue overflow re-list a directory, and then each of
-  // its files is re-read as a job of its own. Each readable callback drains
+  // its files is a job of its own. After a directory event a file whose
+  // inode, size, mtime and ctime are those it was read with is not read
+  // again (its own change would have had its own event); after an overflow,
+  // when events may be lost, every file is read again. Each readable callback drains
   // the inotify fd into a de-duplicated queue and runs at most one job (one
   // file's read and parse, or one directory listing), so a burst of changes
   // never holds the event loop for longer than one file's parse. While jobs
@@ -156,19 +162,23 @@ class Registry {
     size_t prio;
     std::string name;  // empty: re-list the directory
   };
+  // How a queued job reads: a file job re-reads its file unless it is only
+  // a directory re-list's check (kIfChanged); a re-list job queues its files
+  // as kIfChanged, or after lost events (kAll) as forced re-reads.
+  enum class Read : uint8_t { kIfChanged, kAlways, kAll };
 
   std::string file_path(size_t prio, const std::string& name) const;
   // Re-reads one candidate and updates the index; removes it when it is
   // gone or no longer a candidate.
-  void update_file(size_t prio, const std::string& name);
+  void update_file(size_t prio, const std::string& name, bool only_if_changed = false);
   // Lists a directory's candidate names (spec extensions, lexical order) and
   // records or clears its directory error. False when it is missing or
   // unreadable.
   bool list_candidates(size_t prio, std::vector<std::string>* names);
   void replace_file(size_t prio, const std::string& name, std::unique_ptr<FileState> next);
   void recompute(const std::string& qn);
-  void enqueue(size_t prio, std::string name);
-  void run_job(const Job& job);
+  void enqueue(size_t prio, std::string name, Read how = Read::kAlways);
+  void run_job(const Job& job, Read how);
   void add_watches();
   void signal_pending();
 
@@ -185,7 +195,7 @@ class Registry {
   std::unordered_map<int, std::vector<size_t>> wd_dirs_;  // watch → directories (by priority)
   std::unordered_set<int> ancestor_wds_;
   std::deque<Job> queue_;
-  std::set<std::pair<size_t, std::string>> queued_;
+  std::map<std::pair<size_t, std::string>, Read> queued_;  // the strongest read asked for
   bool signalled_ = false;
   uint64_t generation_ = 0;
 };

@@ -161,7 +161,8 @@ enum Diff : unsigned {
   // pre-existing K is not replaced, K=new is appended. podshim replaces it
   // (HEAD); after runc's last-wins de-duplication both give the same env.
   kEnvAppend = 2,
-  // v1.1.0 fills fileMode from the host (457489d); v0.5.2 does not.
+  // v1.1.0 fills fileMode from the host (457489d) for the nodes it looks up;
+  // v0.5.2 does not.
   kFileModeFill = 4,
   // v0.5.2's error lists every requested device; HEAD only the unresolved.
   kUnresolvedWording = 8,
@@ -312,8 +313,10 @@ std::vector<InjectCase> cases() {
       {"host-filled", {}, {{"host.yaml", kHostFilled}},
        R"({"ociVersion":"1.0.2","process":{"user":{"uid":1000,"gid":1000},"cwd":"/"}})",
        {"vendor.com/host=nul"}, true, kFileModeFill},
+      // Fully specified: taken as given, no fileMode from the host (v1.0.x
+      // fillMissingInfo), so the device entry is v0.5.2's exactly.
       {"replace-existing", {}, {{"host.yaml", kHostFilled}}, kConfig, {"vendor.com/host=replace"}, true,
-       kMountOrder | kFileModeFill},
+       kMountOrder},
       {"type-mismatch", {}, {{"host.yaml", kHostFilled}}, kConfig, {"vendor.com/host=mismatch"}, false, kNone},
       {"missing-host-device", {}, {{"host.yaml", kHostFilled}}, kConfig, {"vendor.com/host=missing"}, false,
        kNone},

@@ -92,14 +92,60 @@ TEST(CdiEdits, DeviceNodeErrors) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("host type mismatch (declared b, host c)"), std::string::npos)
       << r.error().message;
-  // Fully specified nodes may be absent on the host (NVIDIA MIG caps).
+  // Fully specified nodes may be absent on the host (NVIDIA MIG caps): they
+  // are taken as given, never looked up (fillMissingInfo, v1.0.x).
   ContainerEdits caps;
   caps.device_nodes.push_back(node("/dev/nvidia-caps/nvidia-cap21", "c", 237, 21));
+  caps.device_nodes.push_back(node("/dev/fifo", "p"));
   int calls = 0;
   r = resolve_edits(caps, {}, fake_host({}, &calls));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_FALSE(r->devices[0].file_mode);
-  EXPECT_EQ(calls, 1);  // looked up for fileMode only, failure ignored
+  EXPECT_FALSE(r->devices[0].on_host);
+  EXPECT_EQ(calls, 0);
+  // Even when the host has them: nothing is filled in, nothing checked.
+  calls = 0;
+  r = resolve_edits(caps, {}, fake_host({{"/dev/nvidia-caps/nvidia-cap21", {"c", 9, 9, 0600}}}, &calls));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->devices[0].major, 237);
+  EXPECT_FALSE(r->devices[0].file_mode);
+  EXPECT_FALSE(r->devices[0].on_host);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(CdiEdits, EachHostPathLookedUpOnce) {
+  // Nodes of several specs naming the same host node (hostPath /dev/null,
+  // as per-claim specs do for shared nodes) cost one lookup in all; a
+  // partly specified node is looked up, a fully specified one is not.
+  ContainerEdits a, b;
+  for (int i = 0; i < 5; i++) {
+    DeviceNode n = node(fmt::format("/dev/gpu{}-null", i));
+    n.host_path = "/dev/null";
+    (i % 2 ? a : b).device_nodes.push_back(n);
+    a.device_nodes.push_back(node(fmt::format("/dev/gpu{}", i), "c", 195, i));
+  }
+  b.device_nodes.push_back(node("/dev/null", "c"));  // type only: looked up (same path)
+  b.device_nodes.push_back(node("/dev/zero"));
+  int calls = 0;
+  auto host = fake_host({{"/dev/null", {"c", 1, 3, 0666}}, {"/dev/zero", {"c", 1, 5, 0666}}}, &calls);
+  const ContainerEdits* parts[] = {&a, &b};
+  auto r = resolve_edits(std::span<const ContainerEdits* const>(parts, 2), {}, host);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(r->devices.size(), 12u);
+  for (const auto& d : r->devices) {
+    if (d.host_path == "/dev/null") {
+      EXPECT_EQ(d.minor, 3) << d.path;
+      EXPECT_EQ(d.file_mode, 0666u) << d.path;
+      EXPECT_TRUE(d.on_host) << d.path;
+    }
+  }
+  // The OCI path makes the same lookups.
+  calls = 0;
+  json config = json::object();
+  ASSERT_TRUE(inject_edits_oci(std::span<const ContainerEdits* const>(parts, 2), config, host));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(config["linux"]["devices"].size(), 12u);
 }
 
 TEST(CdiEdits, RealHostLookup) {
@@ -326,7 +372,11 @@ TEST(CdiEdits, DeDuplicationMatchesTheQuadraticRules) {
         }
       arr.push_back(json{{"path", d.path}, {"type", d.type}, {"major", d.major}, {"minor", d.minor}, {"fileMode", 0600}});
     }
+    // The one-pass OCI path (no ResolvedEdits) gives the same config.
+    json one_pass = config;
+    ASSERT_TRUE(inject_edits_oci(std::span<const ContainerEdits* const>(parts, 2), one_pass, fake_host({})));
     ASSERT_TRUE(apply_to_oci(*r, config));
+    EXPECT_EQ(one_pass, config);
     EXPECT_EQ(config["process"]["env"], want["process"]["env"]);
     EXPECT_EQ(config["linux"]["devices"], want["linux"]["devices"]);
     std::vector<std::string> mounts;
@@ -340,6 +390,31 @@ TEST(CdiEdits, DeDuplicationMatchesTheQuadraticRules) {
       return std::count(x.begin(), x.end(), '/') < std::count(y.begin(), y.end(), '/');
     });
     EXPECT_EQ(mounts, want_all);
+  }
+}
+
+TEST(CdiEdits, MountDepthIsTheCleanedPathsDepth) {
+  // Mounts sort by the depth of the cleaned destination; the depth is
+  // counted without cleaning, which must agree with clean_path.
+  std::vector<std::string> dests = {"/",        "",         ".",       "a",        "a/b",     "/a",
+                                    "/a/b/",    "//a//b",   "/a/./b",  "/a/../b",  "/../a",   "/..",
+                                    "../a",     "../../a/b", "a/../..", "./a/./b", "/a/b/..", "a/..",
+                                    "/x/y/z/../../w"};
+  for (size_t i = 0; i < dests.size(); i++) {
+    SCOPED_TRACE(dests[i]);
+    // References at depths 0..6, already in the config, ahead of it.
+    json config = json::parse(R"({"mounts":[{"destination":"r0"},{"destination":"/1"},{"destination":"/1/2"},
+      {"destination":"/1/2/3"},{"destination":"/1/2/3/4"},{"destination":"/1/2/3/4/5"},{"destination":"/1/2/3/4/5/6"}]})");
+    ContainerEdits e;
+    e.mounts = {Mount{"/h", dests[i], {}, ""}};
+    const ContainerEdits* part = &e;
+    ASSERT_TRUE(inject_edits_oci(std::span<const ContainerEdits* const>(&part, 1), config, fake_host({})));
+    std::string c = clean_path(dests[i]);
+    size_t want = static_cast<size_t>(std::count(c.begin(), c.end(), '/'));
+    ASSERT_LE(want, 6u);
+    // The stable sort puts it right after the reference of its depth.
+    ASSERT_EQ(config["mounts"].size(), 8u);
+    EXPECT_EQ(config["mounts"][want + 1]["destination"], dests[i]) << "clean_path depth " << want;
   }
 }
 

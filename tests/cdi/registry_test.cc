@@ -331,5 +331,68 @@ TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
   expect_same_as_full_scan(r, o);
 }
 
+// Counts parses through RegistryOptions::on_parse: a live refresh parses
+// exactly the files that changed, one per callback, never the whole set.
+TEST(CdiRegistry, LiveRefreshParsesOnlyWhatChanged) {
+  TempDir t;
+  std::string d = t.sub("run");
+  constexpr int kFiles = 30;
+  for (int i = 0; i < kFiles; i++)
+    write_file(fmt::format("{}/p{:02}.yaml", d, i), simple_spec("vendor.com/gpu", {fmt::format("p{}", i)}));
+  auto o = opts({d});
+  std::vector<std::string> parsed;
+  o.on_parse = [&](const std::string& path) { parsed.push_back(path); };
+  Registry r(o);
+  ASSERT_TRUE(r.watch(nullptr));
+  EXPECT_EQ(parsed.size(), static_cast<size_t>(kFiles)) << "the initial scan parses every file once";
+  auto run = [&] {  // settles the queue, checking each callback parses at most one file
+    parsed.clear();
+    struct pollfd p{r.watch_fd(), POLLIN, 0};
+    if (::poll(&p, 1, 2000) != 1) return;
+    for (int calls = 0; calls < 10 * kFiles; calls++) {
+      size_t before = parsed.size();
+      bool ran = r.process_watch_events();
+      EXPECT_LE(parsed.size() - before, 1u) << "one callback parsed more than one file";
+      struct pollfd q{r.watch_fd(), POLLIN, 0};
+      if (!ran && ::poll(&q, 1, 50) == 0) break;
+    }
+  };
+
+  // A DRA driver's write: a temporary name, then a rename into place.
+  write_file(d + "/p07.yaml.tmp", simple_spec("vendor.com/gpu", {"p7", "p7b"}));
+  std::filesystem::rename(d + "/p07.yaml.tmp", d + "/p07.yaml");
+  run();
+  EXPECT_EQ(parsed, std::vector<std::string>{d + "/p07.yaml"});
+  // A rewrite in place, a new file, a removal.
+  write_file(d + "/p11.yaml", simple_spec("vendor.com/gpu", {"p11x"}));
+  run();
+  EXPECT_EQ(parsed, std::vector<std::string>{d + "/p11.yaml"});
+  write_file(d + "/new.yaml", simple_spec("vendor.com/gpu", {"n"}));
+  run();
+  EXPECT_EQ(parsed, std::vector<std::string>{d + "/new.yaml"});
+  std::filesystem::remove(d + "/p03.yaml");
+  run();
+  EXPECT_TRUE(parsed.empty()) << parsed.size() << " parses for a removal";
+  auto devs = r.devices();
+  EXPECT_NE(std::find(devs.begin(), devs.end(), "vendor.com/gpu=p7b"), devs.end());
+  EXPECT_EQ(std::find(devs.begin(), devs.end(), "vendor.com/gpu=p3"), devs.end());
+
+  // A directory event (chmod) lists the directory again, but files that
+  // are the ones read before are not parsed again; one changed file is.
+  ASSERT_EQ(::chmod(d.c_str(), 0751), 0);
+  run();
+  EXPECT_TRUE(parsed.empty()) << parsed.size() << " parses after a chmod of the directory";
+  ASSERT_EQ(::chmod((d + "/p20.yaml").c_str(), 0600), 0);  // the file's own ctime changes
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  run();
+  EXPECT_EQ(parsed, std::vector<std::string>{d + "/p20.yaml"});
+  expect_same_as_full_scan(r, o);
+
+  // refresh() is the explicit full scan: every file, once.
+  parsed.clear();
+  r.refresh();
+  EXPECT_EQ(parsed.size(), static_cast<size_t>(kFiles));
+}
+
 }  // namespace
 }  // namespace podshim::cdi
