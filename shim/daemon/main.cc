@@ -6,7 +6,9 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -263,7 +265,32 @@ int run(Daemon& d) {
     log::err("{}", alloc.error().message);
     return 1;
   }
-  auto act = core::EngineActuator::create(d.cfg);
+  int r = sd_event_default(&d.loop);
+  if (r < 0) {
+    log::err("sd_event_default: {}", errno_string(-r));
+    return 1;
+  }
+  // The engine's timers (the shrink's state machine, clamp releases) run on
+  // this loop, so no resize ever blocks it.
+  core::Scheduler schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto* heap = new std::function<void()>(std::move(fn));
+    sd_event_source* src = nullptr;
+    const int rc = sd_event_add_time_relative(
+        loop, &src, CLOCK_MONOTONIC, static_cast<uint64_t>(delay.count()) * 1000, 0,
+        [](sd_event_source* s, uint64_t, void* ud) -> int {
+          std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(ud));
+          sd_event_source_unref(s);  // ours, one-shot
+          (*f)();
+          return 0;
+        },
+        heap);
+    if (rc < 0) {
+      log::warn("cannot schedule on the event loop ({}); running now", errno_string(-rc));
+      std::unique_ptr<std::function<void()>> f(heap);
+      (*f)();
+    }
+  };
+  auto act = core::EngineActuator::create(d.cfg, schedule);
   if (!act) {
     log::err("{}", act.error().message);
     return 1;
@@ -275,11 +302,6 @@ int run(Daemon& d) {
   }
   d.actuator = std::move(*act);
 
-  int r = sd_event_default(&d.loop);
-  if (r < 0) {
-    log::err("sd_event_default: {}", errno_string(-r));
-    return 1;
-  }
   sigset_t ss;
   sigemptyset(&ss);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&ss, s);
@@ -298,7 +320,7 @@ int run(Daemon& d) {
   if (d.cfg.nri_enabled) {
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
-                                      engine_act->formulas());
+                                      engine_act->formulas(), schedule);
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -310,6 +332,7 @@ int run(Daemon& d) {
       std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
   d.timed_actuator = d.container_metrics->wrap(*actuator);
   d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, *alloc, &d.metrics);
+  if (d.nri) d.nri->set_resize(d.resize.get());
 
   status::ServerDeps deps;
   deps.store = d.store.get();
