@@ -299,6 +299,79 @@ TEST_F(AdapterE2E, ShrinkBelowUsageIsRefusedWithTheKubeletMessage) {
   EXPECT_EQ(*c->allocated.cpu_limit_milli, 500);  // cpu kept from before
 }
 
+TEST_F(AdapterE2E, ApiResizeGoesToTheRuntimeAndIsAppliedOnlyWhenConfirmed) {
+  const std::string rel = "kubepods/burstable/pod" + uid_ + "/c1";
+  int asked = 0;
+  bool runtime_fails = false;
+  sim_->on_update_containers = [&](const api::UpdateContainersRequest& r) {
+    api::UpdateContainersResponse resp;
+    ++asked;
+    for (const auto& u : r.update()) {
+      if (runtime_fails) {
+        *resp.add_failed() = u;
+        continue;
+      }
+      // What runc does for the runtime: write the limit.
+      tree_.set(rel, "memory.max", std::to_string(u.linux().resources().memory().limit().value()));
+    }
+    return resp;
+  };
+  core::ContainerResize req;
+  req.container_id = "c1";
+  req.resources.memory_limit_bytes = 300 * kMi;
+  auto r = resize_->resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  // Not applied before the runtime has answered.
+  EXPECT_EQ(r->outcome, core::ResizeOutcome::InProgress);
+  EXPECT_EQ(store_->container("c1")->last_outcome, "in_progress");
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return store_->container("c1")->last_outcome != "in_progress"; }));
+  EXPECT_EQ(asked, 1);
+  auto c = store_->container("c1");
+  EXPECT_EQ(c->last_outcome, "applied") << c->last_error;
+  EXPECT_EQ(tree_.get(rel, "memory.max"), std::to_string(300 * kMi));
+  EXPECT_EQ(metrics_.resize_requests.value({{"result", "applied"}}), 1);
+
+  // The runtime says it failed: an error naming the container, never applied.
+  runtime_fails = true;
+  req.resources.memory_limit_bytes = 320 * kMi;
+  r = resize_->resize_container(req);
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return store_->container("c1")->last_outcome != "in_progress"; }));
+  c = store_->container("c1");
+  EXPECT_EQ(c->last_outcome, "error");
+  EXPECT_NE(c->last_error.find("c1"), std::string::npos) << c->last_error;
+  ASSERT_TRUE(c->conditions.in_progress);
+  EXPECT_EQ(c->conditions.in_progress->reason, "Error");
+}
+
+TEST_F(AdapterE2E, AReplyStillPendingNearTheRuntimeDeadlineIsAnsweredInTime) {
+  // An actuation that never completes in time: the stub answers with an
+  // error before the runtime's 2 s request timeout, so the runtime keeps the
+  // plugin (a timeout is fatal: pkg/adaptation plugin.go isFatalError).
+  struct Never : core::Actuator {
+    std::vector<Done> held;
+    void apply(const core::Actuation&, Done done) override { held.push_back(std::move(done)); }
+  } never;
+  resize_ = std::make_unique<core::ResizeManager>(*store_, never, core::NodeAllocatable{4000, 8192 * kMi}, &metrics_);
+  adapter_->set_resize(resize_.get(), nullptr);
+  api::LinuxResources r;
+  r.mutable_memory()->mutable_limit()->set_value(150 * kMi);
+  std::optional<nri::Status> st;
+  const auto t0 = std::chrono::steady_clock::now();
+  sim_->update_container(p_, c1_, r, [&](nri::Status s, api::UpdateContainerResponse) { st = s; });
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }, 10));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(st->ok());
+  EXPECT_NE(st->code, nri::code::kDeadlineExceeded) << st->message;
+  EXPECT_LT(secs, 2.0);
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+  // The late completion is recorded but its reply dropped.
+  ASSERT_EQ(never.held.size(), 1u);
+  never.held[0](cgroup::ResizeReport{});
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return true; }, 1));
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+}
+
 // An actuation that takes 1.5 s, completing from the loop (what the engine's
 // timer-driven shrink does): a blocking design would stall everything below.
 class SlowActuator : public core::Actuator {
