@@ -59,7 +59,7 @@ class Forwarder : public Handlers {
     return inner->create_container(p, c, o);
   }
   void update_container(const api::PodSandbox& p, const api::Container& c, const api::LinuxResources& r,
-                        nri::Respond<api::UpdateContainerResponse> o) override {
+                        podshim::nri::Respond<api::UpdateContainerResponse> o) override {
     inner->update_container(p, c, r, std::move(o));
   }
   Result<void> stop_container(const api::PodSandbox& p, const api::Container& c,
@@ -67,7 +67,7 @@ class Forwarder : public Handlers {
     return inner->stop_container(p, c, o);
   }
   void update_pod_sandbox(const api::UpdatePodSandboxRequest& r,
-                          nri::Respond<api::UpdatePodSandboxResponse> o) override {
+                          podshim::nri::Respond<api::UpdatePodSandboxResponse> o) override {
     inner->update_pod_sandbox(r, std::move(o));
   }
   void run_pod_sandbox(const api::PodSandbox& p) override { inner->run_pod_sandbox(p); }
