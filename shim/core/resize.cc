@@ -168,7 +168,8 @@ struct ResizeManager::Flight {
   IntentSource source = IntentSource::Api;
   std::string pod_uid;
   std::optional<Pod> pod;
-  std::optional<K8sResources> pod_resources;  // written to the pod cgroup
+  std::optional<K8sResources> pod_resources;  // new pod-level resources, when the intent sets them
+  K8sResources pod_target;                    // what the pod cgroup is given
   K8sResources pod_before;
   std::string pod_cgroup_path;
   bool pod_planned = false;
@@ -244,7 +245,7 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   if (f.pod_planned || (f.items.empty() && f.pod_resources)) {
     log::at(level, {}, "resize {}: pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome,
             f.pod_uid.empty() ? "-" : f.pod_uid, to_string(f.source), fmt_res(f.pod_before),
-            f.pod_resources ? fmt_res(*f.pod_resources) : std::string("-"), reclaimed, ms,
+            fmt_res(f.pod_planned ? f.pod_target : f.pod_resources.value_or(K8sResources{})), reclaimed, ms,
             reason.empty() ? "" : ": ", reason);
   }
 }
@@ -378,6 +379,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
       old_total = f->pod->resources;
       new_total = f->pod->resources;
     }
+    if (!intent.pod_resources) f->pod_before = old_total;
     const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
     if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
       bool mem = mem_need > allocatable_.memory_bytes;
@@ -457,7 +459,8 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   }
   if (pod_changes) {
     act.plan.pod = cgroup::ResizeTarget{pod_uid, f->pod_cgroup_path, new_total};
-    f->pod_resources = intent.pod_resources ? intent.pod_resources : std::optional<K8sResources>(new_total);
+    f->pod_resources = intent.pod_resources;
+    f->pod_target = new_total;
     f->pod_planned = true;
     if (!from_runtime || cpu_differs(f->pod_before, new_total) || mem_differs(f->pod_before, new_total))
       f->any_change = true;

@@ -112,6 +112,16 @@ TEST_F(ResizeTest, AppliedClearsConditionsAndReadsBack) {
   EXPECT_EQ(metrics.resize_latency.count(), 1u);
 }
 
+TEST_F(ResizeTest, AContainerResizeNeverMakesThePodSumPodLevelResources) {
+  ASSERT_TRUE(resize({std::nullopt, 800, std::nullopt, 256 * Mi}));
+  ASSERT_TRUE(resize({std::nullopt, 900, std::nullopt, 256 * Mi}));
+  // The pod cgroup followed the sums; the pod has no pod-level resources.
+  EXPECT_EQ(store->pod("p1")->resources, K8sResources{});
+  ASSERT_EQ(act.calls.size(), 2u);
+  ASSERT_TRUE(act.calls[1].pod);
+  EXPECT_EQ(act.calls[1].pod->desired.cpu_limit_milli, 900);
+}
+
 TEST_F(ResizeTest, InfeasibleBeyondNodeCapacity) {
   auto r = resize({std::nullopt, std::nullopt, 2048 * Mi, 2048 * Mi});
   ASSERT_TRUE(r);
