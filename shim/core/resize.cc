@@ -176,6 +176,9 @@ struct ResizeManager::Flight {
   std::vector<Item> items;
   ResizeResult result;
   bool any_restart = false, any_change = false;
+  // Set while the actuator runs inside submit(): a completion then has the
+  // items' state in hand and stores each container once.
+  bool inline_phase = false, finished = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int64_t now = now_unix_ms();
   Done done;
@@ -473,20 +476,48 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   }
 
   const bool actuate = !act.plan.containers.empty() || act.plan.pod;
-  for (auto& it : items) {
-    Container stored = it.c;
-    if (it.actuated) {
-      // Allocated when the actuation has run (it sees the values before).
-      stored.allocated = it.before;
-      stored.last_outcome = "in_progress";
+  auto store_pending = [&] {
+    for (auto& it : items) {
+      Container stored = it.c;
+      if (it.actuated) {
+        // Allocated when the actuation has run (it sees the values before).
+        stored.allocated = it.before;
+        stored.last_outcome = "in_progress";
+      }
+      if (auto r = store_.upsert_container(stored); !r)
+        log::warn("storing container {}: {}", it.c.id, r.error().message);
     }
-    if (auto r = store_.upsert_container(stored); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+  };
+  if (!actuate) {
+    f->inline_phase = true;
+    return finish(f, cgroup::ResizeReport{});
   }
-  if (!actuate) return finish(f, cgroup::ResizeReport{});
+  f->inline_phase = true;
   actuator_.apply(act, [this, f](Result<cgroup::ResizeReport> rep) { finish(f, std::move(rep)); });
+  if (f->finished) return;
+  f->inline_phase = false;
+  store_pending();  // completes later, from the loop
 }
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
+  f->finished = true;
+  // Applies `fn` to the container: to the state in hand when the actuation
+  // completed inside submit() (one store write per resize), else to the
+  // stored one (it may have changed meanwhile; gone: nothing to record).
+  auto change = [&](Item& it, const std::function<void(Container&)>& fn) {
+    if (f->inline_phase) {
+      fn(it.c);
+      if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+    } else {
+      (void)store_.update_container(it.c.id, fn);
+    }
+  };
+  if (f->inline_phase) {
+    // The containers not actuated are stored as admitted.
+    for (auto& it : f->items)
+      if (!it.actuated)
+        if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+  }
   auto& result = f->result;
   const int64_t now = now_unix_ms();
   const bool from_runtime = f->source != IntentSource::Api;
@@ -498,7 +529,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       if (!it.actuated) continue;
       // Allocated stays at the new values: the kubelet allocates before it
       // actuates and retries actuation (KEP-1287 §Resource States).
-      (void)store_.update_container(it.c.id, [&](Container& c) {
+      change(it, [&](Container& c) {
         c.allocated = it.next;
         c.conditions.in_progress = Condition{std::string(kReasonError), e.message, c.generation, now};
         c.last_error = e.message;
@@ -533,7 +564,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     if (!from_runtime) {
       if (auto ra = actuator_.read_actual(it.c.cgroup_path)) a = *ra;
     }
-    (void)store_.update_container(it.c.id, [&](Container& c) {
+    change(it, [&](Container& c) {
       c.allocated = it.next;
       if (kill_msg.empty()) {
         c.conditions.in_progress.reset();
