@@ -18,13 +18,6 @@ int64_t now_ms() {
       .count();
 }
 
-// Whether `next` lowers the memory limit below what the kernel holds now
-// (an unlimited cgroup gaining a limit counts as lowering).
-bool lowers_memory(const cgroup::K8sResources& next, const std::optional<int64_t>& current) {
-  if (!next.memory_limit_bytes) return false;
-  return !current || *next.memory_limit_bytes < *current;
-}
-
 }  // namespace
 
 NriAdapter::NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry* registry,
@@ -71,6 +64,7 @@ void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
     c->devices = old->devices;
     c->selinux_mount_label = old->selinux_mount_label;
     c->last_error = old->last_error;
+    c->last_outcome = old->last_outcome;
     c->actual = old->actual;
     c->drift = old->drift;
     c->restart_required = old->restart_required;
@@ -185,88 +179,62 @@ Result<void> NriAdapter::create_container(const api::PodSandbox& pod, const api:
   return {};
 }
 
-Result<void> NriAdapter::guard(const std::string& id, const std::string& cgroup_path,
-                               const cgroup::K8sResources& next, bool is_pod) {
-  if (!engine_ || cgroup_path.empty()) return {};
-  auto actual = engine_->read_actual(cgroup_path);
-  if (!actual) {
-    // No cgroup (yet): nothing can be OOM-killed by the runtime's write.
-    if (actual.error().code == ENOENT) return {};
-    return wrap(actual, fmt::format("reading the cgroup of {}", id));
-  }
-  if (!lowers_memory(next, actual->memory_limit_bytes)) return {};
+namespace {
 
-  cgroup::PodResizeRequest req;
-  cgroup::ResizeTarget t{id, cgroup_path, next};
-  if (is_pod)
-    req.pod = t;
-  else
-    req.containers.push_back(t);
-  auto start = std::chrono::steady_clock::now();
-  auto r = engine_->resize(req);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (metrics_) metrics_->resize_latency.observe({}, secs);
-  if (!r) {
-    const bool refused = r.error().kind == ErrorKind::ShrinkRefused;
-    if (metrics_) {
-      metrics_->resize_requests.inc({{"result", refused ? "refused" : "error"}});
-      if (refused) metrics_->shrinks_refused.inc();
-    }
-    return Unexpected(r.error());
-  }
-  if (metrics_) {
-    metrics_->resize_requests.inc({{"result", "applied"}});
-    metrics_->bytes_reclaimed.inc({}, static_cast<double>(r->bytes_reclaimed));
-  }
+// The runtime's new values as a container resize of the service: what is
+// set is the new value, what the runtime no longer sets is removed.
+core::ContainerResize to_container_resize(const std::string& id, const cgroup::K8sResources& current,
+                                          const cgroup::K8sResources& next) {
+  core::ContainerResize r;
+  r.container_id = id;
+  r.resources = next;
+  r.remove.cpu_request = current.cpu_request_milli && !next.cpu_request_milli;
+  r.remove.cpu_limit = current.cpu_limit_milli && !next.cpu_limit_milli;
+  r.remove.memory_request = current.memory_request_bytes && !next.memory_request_bytes;
+  r.remove.memory_limit = current.memory_limit_bytes && !next.memory_limit_bytes;
+  return r;
+}
+
+// A service outcome as the runtime's answer: Error goes back as an error
+// (the runtime fails the CRI call, the kubelet retries); everything else
+// lets the runtime write.
+Result<void> to_runtime_answer(const Result<core::ResizeResult>& r) {
+  if (!r) return Unexpected(r.error());
+  if (r->outcome == core::ResizeOutcome::Error) return fail(EBUSY, "{}", r->message);
   return {};
 }
 
-Result<void> NriAdapter::update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                          const api::LinuxResources& resources,
-                                          api::UpdateContainerResponse* reply) {
-  (void)reply;  // the runtime applies the values the kubelet asked for
+}  // namespace
+
+void NriAdapter::update_container(const api::PodSandbox& pod, const api::Container& ctr,
+                                  const api::LinuxResources& resources,
+                                  nri::Respond<api::UpdateContainerResponse> respond) {
   count(api::UPDATE_CONTAINER);
   auto known = store_.container(ctr.id());
   if (!known) {
     remember(pod, ctr, true);
     known = store_.container(ctr.id());
   }
-  const cgroup::K8sResources current = known ? known->desired : cgroup::K8sResources{};
   // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
   if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("container {}", ctr.id())); !k) {
     log::at(log::Level::Warning, {{"CONTAINER_ID", ctr.id()}}, "refusing resize: {}", k.error().message);
-    return Unexpected(k.error());
+    return respond(Unexpected(k.error()));
   }
-  const cgroup::K8sResources next = resources_from_nri(resources, current);
-  const std::string path = known ? known->cgroup_path : ctr.linux().cgroups_path();
-
-  auto r = guard(ctr.id(), path, next, false);
-  (void)store_.update_container(ctr.id(), [&](core::Container& c) {
-    c.generation++;
-    c.desired = next;
-    if (r) {
-      c.allocated = next;
-      c.conditions.in_progress.reset();
-      c.last_error.clear();
-    } else {
-      core::Condition cond;
-      cond.reason = std::string(core::kReasonError);
-      cond.message = r.error().message;
-      cond.observed_generation = c.generation;
-      cond.last_transition_unix_ms = now_ms();
-      c.conditions.in_progress = cond;
-      c.last_error = r.error().message;
-    }
+  if (!known || !resize_) return respond(api::UpdateContainerResponse());
+  const cgroup::K8sResources next = resources_from_nri(resources, known->desired);
+  core::ResizeIntent in;
+  in.source = core::IntentSource::NriUpdateContainer;
+  in.pod_uid = known->pod_uid;
+  in.containers.push_back(to_container_resize(ctr.id(), known->desired, next));
+  resize_->submit(std::move(in), [respond = std::move(respond)](Result<core::ResizeResult> r) {
+    auto answer = to_runtime_answer(r);
+    if (!answer) return respond(Unexpected(answer.error()));
+    respond(api::UpdateContainerResponse());
   });
-  if (!r) {
-    log::at(log::Level::Warning, {{"CONTAINER_ID", ctr.id()}}, "refusing resize: {}",
-            r.error().message);
-    return Unexpected(r.error());
-  }
-  return {};
 }
 
-Result<void> NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& req) {
+void NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
+                                    nri::Respond<api::UpdatePodSandboxResponse> respond) {
   count(api::UPDATE_POD_SANDBOX);
   const auto& p = req.pod();
   auto known = store_.pod(p.uid());
@@ -274,17 +242,21 @@ Result<void> NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& 
   if (auto k = cgroup::check_kernel_limits(linux_values(req.linux_resources()), {}, fmt::format("pod {}", p.uid()));
       !k) {
     log::warn("refusing pod resize of {}: {}", p.uid(), k.error().message);
-    return Unexpected(k.error());
+    return respond(Unexpected(k.error()));
   }
   const cgroup::K8sResources next = resources_from_nri(req.linux_resources(), current);
-  auto r = guard(p.uid(), p.linux().cgroup_parent(), next, true);
-  if (!r) {
-    log::warn("refusing pod resize of {}: {}", p.uid(), r.error().message);
-    return Unexpected(r.error());
-  }
   remember_pod(p);
-  (void)store_.update_pod(p.uid(), [&](core::Pod& pod) { pod.resources = next; });
-  return {};
+  if (!resize_) return respond(api::UpdatePodSandboxResponse());
+  core::ResizeIntent in;
+  in.source = core::IntentSource::NriUpdatePodSandbox;
+  in.pod_uid = p.uid();
+  in.pod_resources = next;
+  in.pod_cgroup_path = p.linux().cgroup_parent();
+  resize_->submit(std::move(in), [respond = std::move(respond)](Result<core::ResizeResult> r) {
+    auto answer = to_runtime_answer(r);
+    if (!answer) return respond(Unexpected(answer.error()));
+    respond(api::UpdatePodSandboxResponse());
+  });
 }
 
 Result<void> NriAdapter::stop_container(const api::PodSandbox& pod, const api::Container& ctr,
@@ -367,6 +339,7 @@ void NriAdapter::remove_pod_sandbox(const api::PodSandbox& pod) {
 void NriAdapter::post_update_pod_sandbox(const api::PodSandbox& pod) {
   count(api::POST_UPDATE_POD_SANDBOX);
   remember_pod(pod);
+  if (actuator_ && !pod.linux().cgroup_parent().empty()) actuator_->landed(pod.linux().cgroup_parent());
 }
 void NriAdapter::post_create_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_CREATE_CONTAINER);
@@ -387,6 +360,9 @@ void NriAdapter::post_start_container(const api::PodSandbox& pod, const api::Con
 void NriAdapter::post_update_container(const api::PodSandbox& pod, const api::Container& ctr) {
   count(api::POST_UPDATE_CONTAINER);
   remember(pod, ctr, false);
+  if (actuator_) {
+    if (auto c = store_.container(ctr.id()); c && !c->cgroup_path.empty()) actuator_->landed(c->cgroup_path);
+  }
   if (opts_.readback)
     opts_.readback->touch(ctr.id(), ctr.linux().resources().cpu().shares().value());
   else
@@ -409,28 +385,175 @@ void NriAdapter::on_connection_error(const Error& why, bool will_retry) {
   if (opts_.on_disconnect) opts_.on_disconnect(will_retry);
 }
 
-NriActuator::NriActuator(cgroup::Engine& engine, nri::Plugin* plugin)
-    : engine_(engine), plugin_(plugin) {}
+NriActuator::NriActuator(cgroup::Engine& engine, nri::Plugin* plugin, core::Scheduler schedule,
+                         std::chrono::milliseconds release_after)
+    : engine_(engine), plugin_(plugin), schedule_(std::move(schedule)), release_after_(release_after) {}
 
-Result<cgroup::ResizeReport> NriActuator::apply(const cgroup::PodResizeRequest& req) {
-  auto r = engine_.resize(req);
-  if (!r || !plugin_ || req.containers.empty()) return r;
-  std::vector<api::ContainerUpdate> updates;
-  for (const auto& t : req.containers) {
-    api::ContainerUpdate u;
-    u.set_container_id(t.id);
-    *u.mutable_linux()->mutable_resources() = resources_to_nri(t.desired);
-    updates.push_back(std::move(u));
+NriActuator::~NriActuator() {
+  *alive_ = false;
+  std::vector<std::string> paths;
+  for (const auto& [p, token] : held_) paths.push_back(p);
+  release(paths);
+}
+
+void NriActuator::apply(const core::Actuation& a, Done done) {
+  if (a.source == core::IntentSource::Api)
+    apply_from_api(a, std::move(done));
+  else
+    apply_from_runtime(a, std::move(done));
+}
+
+void NriActuator::hold(const std::vector<std::string>& paths) {
+  std::vector<std::pair<std::string, uint64_t>> tokens;
+  for (const auto& p : paths) {
+    held_[p] = ++next_token_;
+    tokens.emplace_back(p, next_token_);
   }
-  plugin_->update_containers(std::move(updates), {}, [](auto failed) {
-    if (!failed)
-      log::warn("NRI: telling the runtime about a resize failed: {}", failed.error().message);
-    else
-      for (const auto& f : *failed)
-        log::at(log::Level::Warning, {{"CONTAINER_ID", f.container_id()}},
-                "NRI: runtime failed to record the resize");
+  if (!schedule_ || tokens.empty()) return;
+  // The runtime's Post* event may never come (the write failed, an old
+  // runtime): the clamp goes after a bound either way.
+  schedule_(release_after_, [this, alive = std::weak_ptr<bool>(alive_), tokens] {
+    auto a = alive.lock();
+    if (!a || !*a) return;
+    std::vector<std::string> due;
+    for (const auto& [p, t] : tokens)
+      if (auto it = held_.find(p); it != held_.end() && it->second == t) due.push_back(p);
+    if (!due.empty()) {
+      log::info("NRI: no PostUpdate for {} cgroup(s) within {} ms; releasing the memory.high clamp", due.size(),
+                release_after_.count());
+      release(due);
+    }
   });
-  return r;
+}
+
+void NriActuator::release(const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  for (const auto& p : paths) held_.erase(p);
+  if (auto r = engine_.release(paths); !r)
+    log::warn("NRI: restoring memory.high after the runtime's write failed: {}", r.error().message);
+}
+
+void NriActuator::landed(const std::string& cgroup_path) {
+  if (held_.count(cgroup_path)) release({cgroup_path});
+}
+
+void NriActuator::apply_from_runtime(const core::Actuation& a, Done done) {
+  // Only a memory shrink needs the engine: the runtime writes everything
+  // else itself. Judged against what the kernel holds now.
+  cgroup::PodResizeRequest req;
+  req.mode = cgroup::WriteMode::ReclaimOnly;
+  std::vector<std::string> paths;
+  auto needs_room = [&](const cgroup::ResizeTarget& t) -> Result<bool> {
+    if (!t.desired.memory_limit_bytes || t.cgroup_path.empty()) return false;
+    auto actual = engine_.read_actual(t.cgroup_path);
+    if (!actual) {
+      // No cgroup (yet): nothing can be OOM-killed by the runtime's write.
+      if (actual.error().code == ENOENT) return false;
+      return wrap(actual, fmt::format("reading the cgroup of {}", t.id));
+    }
+    return !actual->memory_limit_bytes || *t.desired.memory_limit_bytes < *actual->memory_limit_bytes;
+  };
+  for (const auto& t : a.plan.containers) {
+    auto n = needs_room(t);
+    if (!n) return done(Unexpected(n.error()));
+    if (*n) {
+      req.containers.push_back(t);
+      paths.push_back(t.cgroup_path);
+    }
+  }
+  if (a.plan.pod) {
+    auto n = needs_room(*a.plan.pod);
+    if (!n) return done(Unexpected(n.error()));
+    if (*n) {
+      req.pod = a.plan.pod;
+      paths.push_back(a.plan.pod->cgroup_path);
+    }
+  }
+  if (paths.empty()) return done(cgroup::ResizeReport{});
+  engine_.resize(req, [this, alive = std::weak_ptr<bool>(alive_), paths, done = std::move(done)](
+                          Result<cgroup::ResizeReport> r) {
+    auto live = alive.lock();
+    if (live && *live && r) hold(paths);
+    done(std::move(r));
+  });
+}
+
+namespace {
+
+// Whether the kernel holds what was asked, in the units the runtime writes
+// (limits; cpu.weight is not compared: its conversion is not one to one).
+std::string read_back_mismatch(const cgroup::ResizeTarget& t, const cgroup::Actual& a) {
+  if (t.desired.memory_limit_bytes && a.memory_limit_bytes != t.desired.memory_limit_bytes)
+    return fmt::format("container {}: the runtime confirmed the update, but memory.max reads {} (asked {})", t.id,
+                       a.memory_max_raw, *t.desired.memory_limit_bytes);
+  if (t.desired.cpu_limit_milli && a.cpu_limit_milli != t.desired.cpu_limit_milli)
+    return fmt::format("container {}: the runtime confirmed the update, but cpu.max reads '{}' (asked {}m)", t.id,
+                       a.cpu_max_raw, *t.desired.cpu_limit_milli);
+  return {};
+}
+
+}  // namespace
+
+void NriActuator::apply_from_api(const core::Actuation& a, Done done) {
+  auto pod_then_done = [this, alive = std::weak_ptr<bool>(alive_), pod = a.plan.pod, done](
+                           Result<cgroup::ResizeReport> containers) mutable {
+    auto live = alive.lock();
+    if (!live || !*live || !containers || !pod) return done(std::move(containers));
+    cgroup::PodResizeRequest preq;
+    preq.pod = pod;
+    preq.mode = cgroup::WriteMode::All;  // no NRI call writes a pod sandbox's cgroup
+    engine_.resize(preq, [done, before = std::move(*containers)](Result<cgroup::ResizeReport> r) mutable {
+      if (!r) return done(std::move(r));
+      before.steps.insert(before.steps.end(), r->steps.begin(), r->steps.end());
+      before.bytes_reclaimed += r->bytes_reclaimed;
+      for (const auto& [id, e] : r->events) before.events[id] = e;
+      before.duration += r->duration;
+      done(std::move(before));
+    });
+  };
+  if (a.plan.containers.empty()) return pod_then_done(cgroup::ResizeReport{});
+  if (!plugin_) return done(fail(ENOTCONN, "resize: not connected to the runtime (NRI)"));
+
+  cgroup::PodResizeRequest req;
+  req.containers = a.plan.containers;
+  req.mode = cgroup::WriteMode::ReclaimOnly;
+  engine_.resize(req, [this, alive = std::weak_ptr<bool>(alive_), targets = a.plan.containers,
+                       next = std::move(pod_then_done)](Result<cgroup::ResizeReport> r) mutable {
+    auto live = alive.lock();
+    if (!live || !*live) return;
+    if (!r) return next(std::move(r));
+    std::vector<std::string> paths;
+    std::vector<api::ContainerUpdate> updates;
+    for (const auto& t : targets) {
+      paths.push_back(t.cgroup_path);
+      api::ContainerUpdate u;
+      u.set_container_id(t.id);
+      *u.mutable_linux()->mutable_resources() = resources_to_nri(t.desired);
+      updates.push_back(std::move(u));
+    }
+    if (!plugin_) {
+      release(paths);
+      return next(fail(ENOTCONN, "resize: not connected to the runtime (NRI)"));
+    }
+    plugin_->update_containers(
+        std::move(updates), {},
+        [this, alive = std::weak_ptr<bool>(alive_), targets, paths, report = std::move(*r),
+         next = std::move(next)](Result<std::vector<api::ContainerUpdate>> failed) mutable {
+          auto live = alive.lock();
+          if (!live || !*live) return;
+          release(paths);
+          if (!failed) return next(Unexpected(failed.error().wrap("asking the runtime to resize")));
+          if (!failed->empty())
+            return next(fail(EIO, "the runtime failed to update container {}", (*failed)[0].container_id()));
+          // Confirmed: now the kernel must agree.
+          for (const auto& t : targets) {
+            auto act = engine_.read_actual(t.cgroup_path);
+            if (!act) return next(Unexpected(act.error().wrap(fmt::format("reading back {}", t.id))));
+            if (auto why = read_back_mismatch(t, *act); !why.empty()) return next(fail(EIO, "{}", why));
+          }
+          next(std::move(report));
+        });
+  });
 }
 
 Result<cgroup::Actual> NriActuator::read_actual(const std::string& cgroup_path) {

@@ -1,18 +1,24 @@
 // podshimd's NRI event handlers: keeps the model in step with the runtime,
-// injects CDI devices at CreateContainer, and makes UpdateContainer and
-// UpdatePodSandbox safe — a memory shrink is checked, reclaimed for and
-// written by podshim at the moment the runtime asks, before the runtime's
-// own write (the runtime-side check kubernetes#135670 asks for). A refusal
-// goes back to the runtime as an error, which it surfaces to the kubelet;
-// the kubelet then reports PodResizeInProgress/Error and retries.
+// injects CDI devices at CreateContainer, and translates UpdateContainer and
+// UpdatePodSandbox into resize intents for the one resize service
+// (shim/core/resize.h), answering the runtime when the service is done. The
+// runtime writes the values; podshim only makes room for a memory shrink
+// before it does (the runtime-side check kubernetes#135670 asks for). A
+// refusal goes back to the runtime as an error, which it surfaces to the
+// kubelet; the kubelet then reports PodResizeInProgress/Error and retries.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cdi/registry.h"
 #include "cgroup/engine.h"
 #include "shim/adapter/nri_map.h"
+#include "shim/core/engine_actuator.h"
 #include "shim/core/metrics.h"
 #include "shim/core/readback.h"
 #include "shim/core/resize.h"
@@ -56,12 +62,21 @@ inline constexpr uint32_t kDefaultEvents = 0x1FFF;
 // runtime's formula (weight_formula: auto); later starts and updates add more.
 inline constexpr size_t kMaxFormulaProbes = 32;
 
+class NriActuator;
+
 class NriAdapter : public nri::Handlers {
  public:
   // Borrows everything; engine and registry may be null (no cgroup access /
   // no CDI), metrics may be null.
   NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry* registry,
              core::Metrics* metrics, AdapterOptions opts);
+  // Where UpdateContainer / UpdatePodSandbox go (null: answered at once,
+  // nothing applied), and the actuator whose memory.high clamps the
+  // runtime's Post* events release (may be null).
+  void set_resize(core::ResizeManager* resize, NriActuator* actuator) {
+    resize_ = resize;
+    actuator_ = actuator;
+  }
 
   Result<uint32_t> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
   Result<void> synchronize(const api::SynchronizeRequest& all,
@@ -69,12 +84,13 @@ class NriAdapter : public nri::Handlers {
 
   Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
                                 api::CreateContainerResponse* reply) override;
-  Result<void> update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                const api::LinuxResources& resources,
-                                api::UpdateContainerResponse* reply) override;
+  void update_container(const api::PodSandbox& pod, const api::Container& ctr,
+                        const api::LinuxResources& resources,
+                        nri::Respond<api::UpdateContainerResponse> respond) override;
   Result<void> stop_container(const api::PodSandbox& pod, const api::Container& ctr,
                               api::StopContainerResponse* reply) override;
-  Result<void> update_pod_sandbox(const api::UpdatePodSandboxRequest& req) override;
+  void update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
+                          nri::Respond<api::UpdatePodSandboxResponse> respond) override;
 
   void run_pod_sandbox(const api::PodSandbox& pod) override;
   void stop_pod_sandbox(const api::PodSandbox& pod) override;
@@ -103,33 +119,54 @@ class NriAdapter : public nri::Handlers {
   cgroup::WeightFormula formula() const;
   // Feeds the formula tracker the weight the runtime wrote for `ctr`.
   void learn_formula(const api::Container& ctr, const cgroup::Actual& a);
-  // Applies `next` to one cgroup through the engine when memory shrinks,
-  // so the shrink is safe; records the outcome.
-  Result<void> guard(const std::string& id, const std::string& cgroup_path,
-                     const cgroup::K8sResources& next, bool is_pod);
-
   core::Store& store_;
   cgroup::Engine* engine_;
   cdi::Registry* registry_;
   core::Metrics* metrics_;
   AdapterOptions opts_;
   nri::RuntimeInfo runtime_;
+  core::ResizeManager* resize_ = nullptr;
+  NriActuator* actuator_ = nullptr;
 };
 
-// The actuator for resizes requested through podshim's own API in NRI mode:
-// the engine applies them safely first, then Runtime.UpdateContainers tells
-// the runtime, whose stored spec stays the source of truth (it rewrites the
-// same values through runc).
+// The NRI-mode actuator: one writer per value, the runtime. The engine runs
+// with WriteMode::ReclaimOnly: it only makes room for a memory shrink
+// (memory.high clamp + reclaim) and keeps the clamp until the runtime's
+// write has landed.
+//  - Runtime-sent updates (UpdateContainer / UpdatePodSandbox): reclaim,
+//    then the service answers the runtime, which writes; the clamp is
+//    released at PostUpdateContainer / PostUpdatePodSandbox, or after
+//    `release_after` if that never comes.
+//  - API resizes: reclaim, then Runtime.UpdateContainers; done only when
+//    the runtime confirmed and the kernel read-back agrees (else an error
+//    naming the difference). NRI has no call that updates a pod sandbox, so
+//    the pod cgroup of an API pod resize is written by the engine itself
+//    (WriteMode::All), after the containers.
 class NriActuator : public core::Actuator {
  public:
-  NriActuator(cgroup::Engine& engine, nri::Plugin* plugin);
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
+  NriActuator(cgroup::Engine& engine, nri::Plugin* plugin, core::Scheduler schedule,
+              std::chrono::milliseconds release_after = std::chrono::milliseconds(5000));
+  ~NriActuator() override;
+  void apply(const core::Actuation& a, Done done) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
   void set_plugin(nri::Plugin* p) { plugin_ = p; }
+  // The runtime's write to this cgroup has landed: restore its clamp.
+  void landed(const std::string& cgroup_path);
+  size_t held() const { return held_.size(); }
 
  private:
+  void apply_from_runtime(const core::Actuation& a, Done done);
+  void apply_from_api(const core::Actuation& a, Done done);
+  void hold(const std::vector<std::string>& paths);
+  void release(const std::vector<std::string>& paths);
+
   cgroup::Engine& engine_;
   nri::Plugin* plugin_;
+  core::Scheduler schedule_;
+  std::chrono::milliseconds release_after_;
+  std::map<std::string, uint64_t> held_;  // cgroup path → hold token
+  uint64_t next_token_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace podshim::adapter

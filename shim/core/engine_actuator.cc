@@ -3,7 +3,8 @@
 namespace podshim::core {
 
 cgroup::EngineOptions engine_options(const Config& cfg,
-                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas) {
+                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas,
+                                     Scheduler schedule) {
   cgroup::EngineOptions o;
   o.cgroup_root = cfg.cgroup_root;
   o.driver = cfg.cgroup_driver;
@@ -13,18 +14,21 @@ cgroup::EngineOptions engine_options(const Config& cfg,
   o.state_dir = cfg.state_dir;
   o.shrink_timeout = cfg.shrink_timeout;
   o.shrink_headroom_bytes = cfg.shrink_headroom_bytes;
+  o.schedule = std::move(schedule);
   return o;
 }
 
-Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg) {
+Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg, Scheduler schedule) {
   auto formulas = std::make_shared<cgroup::WeightFormulaTracker>(cfg.weight_formula);
-  auto e = cgroup::Engine::create(engine_options(cfg, formulas));
+  auto e = cgroup::Engine::create(engine_options(cfg, formulas, std::move(schedule)));
   if (!e) return wrap(e, "creating the cgroup engine");
   return std::make_unique<EngineActuator>(std::move(*e), std::move(formulas));
 }
 
-Result<cgroup::ResizeReport> EngineActuator::apply(const cgroup::PodResizeRequest& req) {
-  return engine_->resize(req);
+void EngineActuator::apply(const Actuation& a, Done done) {
+  cgroup::PodResizeRequest req = a.plan;
+  req.mode = cgroup::WriteMode::All;  // no runtime writes in hooks-only mode
+  engine_->resize(req, std::move(done));
 }
 
 Result<cgroup::Actual> EngineActuator::read_actual(const std::string& cgroup_path) {

@@ -1,7 +1,10 @@
-// The default Actuator: applies resizes with podshim's own cgroup engine
-// (hooks-only mode, --nri=off), and reads back what the kernel holds.
+// The hooks-only Actuator (--nri=off): podshim's own cgroup engine writes
+// every value (WriteMode::All), asynchronously on the loop when the engine
+// has a scheduler; and reads back what the kernel holds.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 
 #include "cgroup/engine.h"
@@ -12,18 +15,22 @@ namespace podshim::core {
 
 // The engine's options from the configuration. `formulas` (may be null) is
 // where weight_formula: auto keeps what it learned about the runtime.
+// `schedule` (may be empty) runs work on the daemon's loop after a delay,
+// so the engine's shrink never blocks it.
+using Scheduler = std::function<void(std::chrono::milliseconds, std::function<void()>)>;
 cgroup::EngineOptions engine_options(const Config& cfg,
-                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas = nullptr);
+                                     std::shared_ptr<const cgroup::WeightFormulaTracker> formulas = nullptr,
+                                     Scheduler schedule = {});
 
 class EngineActuator : public Actuator {
  public:
   // Also creates the weight-formula tracker for cfg.weight_formula.
-  static Result<std::unique_ptr<EngineActuator>> create(const Config& cfg);
+  static Result<std::unique_ptr<EngineActuator>> create(const Config& cfg, Scheduler schedule = {});
   explicit EngineActuator(std::unique_ptr<cgroup::Engine> engine,
                           std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr)
       : engine_(std::move(engine)), formulas_(std::move(formulas)) {}
 
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override;
+  void apply(const Actuation& a, Done done) override;
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override;
   cgroup::Engine& engine() { return *engine_; }
   // The container formula in use (shared with the NRI handlers that feed it).

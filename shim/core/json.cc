@@ -158,6 +158,7 @@ json to_json(const Container& c) {
   }
   j["selinuxMountLabel"] = c.selinux_mount_label;
   j["lastError"] = c.last_error;
+  j["lastResizeOutcome"] = c.last_outcome;
   j["annotations"] = c.annotations;
   j["source"] = to_string(c.source);
   return j;
@@ -259,6 +260,7 @@ Result<Container> container_from_json(const json& j) {
   }
   PODSHIM_TRY(get(j, "selinuxMountLabel", &c.selinux_mount_label));
   PODSHIM_TRY(get(j, "lastError", &c.last_error));
+  PODSHIM_TRY(get(j, "lastResizeOutcome", &c.last_outcome));
   PODSHIM_TRY(get(j, "annotations", &c.annotations));
   std::string source = "api";
   PODSHIM_TRY(get(j, "source", &source));

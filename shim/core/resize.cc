@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "shim/core/admission.h"
 #include "shim/core/metrics.h"
@@ -81,6 +82,8 @@ std::string_view to_string(ResizeOutcome o) {
     case ResizeOutcome::Infeasible: return "infeasible";
     case ResizeOutcome::RestartRequired: return "restart_required";
     case ResizeOutcome::Error: return "error";
+    case ResizeOutcome::AppliedWithOomKill: return "applied_with_oom_kill";
+    case ResizeOutcome::InProgress: return "in_progress";
   }
   return "error";
 }
@@ -108,307 +111,517 @@ Result<cgroup::Actual> Actuator::read_actual(const std::string& cgroup_path) {
   return fail(ENOTSUP, "this actuator cannot read back {}", cgroup_path);
 }
 
+std::string_view to_string(IntentSource s) {
+  switch (s) {
+    case IntentSource::Api: return "api";
+    case IntentSource::NriUpdateContainer: return "nri-update-container";
+    case IntentSource::NriUpdatePodSandbox: return "nri-update-pod-sandbox";
+  }
+  return "api";
+}
+
+namespace {
+
+// One container of a resize as it moves through the service.
+struct Item {
+  Container c;          // state at admission, with the new generation
+  K8sResources before;  // allocated before this resize
+  K8sResources next;    // new desired
+  ResizePolicy cpu_policy, memory_policy;
+  bool removes = false;
+  bool actuated = false;
+};
+
+std::string fmt_q(const std::optional<int64_t>& v, bool cpu) {
+  if (!v) return "-";
+  return cpu ? fmt::format("{}m", *v) : std::to_string(*v);
+}
+
+// "cpu 250m/1000m mem 134217728/268435456" (request/limit, "-" unset).
+std::string fmt_res(const K8sResources& r) {
+  return fmt::format("cpu {}/{} mem {}/{}", fmt_q(r.cpu_request_milli, true), fmt_q(r.cpu_limit_milli, true),
+                     fmt_q(r.memory_request_bytes, false), fmt_q(r.memory_limit_bytes, false));
+}
+
+}  // namespace
+
+struct ResizeManager::Flight {
+  IntentSource source = IntentSource::Api;
+  std::string pod_uid;
+  std::optional<Pod> pod;
+  std::optional<K8sResources> pod_resources;  // new pod-level resources, when the intent sets them
+  K8sResources pod_target;                    // what the pod cgroup is given
+  K8sResources pod_before;
+  std::string pod_cgroup_path;
+  bool pod_planned = false;
+  std::vector<Item> items;
+  ResizeResult result;
+  bool any_restart = false, any_change = false;
+  // Set while the actuator runs inside submit(): a completion then has the
+  // items' state in hand and stores each container once.
+  bool inline_phase = false, finished = false;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  int64_t now = now_unix_ms();
+  Done done;
+};
+
 ResizeManager::ResizeManager(Store& store, Actuator& actuator, NodeAllocatable allocatable,
                              Metrics* metrics)
     : store_(store), actuator_(actuator), allocatable_(allocatable), metrics_(metrics) {}
 
 void ResizeManager::set_allocatable(NodeAllocatable a) { allocatable_ = a; }
 
-Result<ResizeResult> ResizeManager::resize_container(const ContainerResize& req) {
-  auto start = std::chrono::steady_clock::now();
-  auto c = store_.container(req.container_id);
-  Result<ResizeResult> r = c ? run(c->pod_uid, std::nullopt, {req}, true)
-                             : Result<ResizeResult>(fail(ENOENT, "no container '{}'", req.container_id));
-  if (metrics_) {
-    metrics_->resize_requests.inc({{"result", r ? std::string(to_string(r->outcome)) : "invalid"}});
-    metrics_->resize_latency.observe(
-        {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+Result<ResizeResult> ResizeManager::sync_submit(ResizeIntent intent) {
+  auto got = std::make_shared<std::optional<Result<ResizeResult>>>();
+  std::vector<std::string> ids;
+  for (const auto& c : intent.containers) ids.push_back(c.container_id);
+  submit(std::move(intent), [got](Result<ResizeResult> r) { *got = std::move(r); });
+  if (*got) return std::move(**got);
+  // Completes later: the caller sees where it stands now.
+  ResizeResult r;
+  r.outcome = ResizeOutcome::InProgress;
+  r.message = "resize in progress; its outcome follows in lastResizeOutcome";
+  for (const auto& id : ids)
+    if (auto c = store_.container(id)) r.generations[id] = c->generation;
   return r;
+}
+
+Result<ResizeResult> ResizeManager::resize_container(const ContainerResize& req) {
+  ResizeIntent in;
+  in.source = IntentSource::Api;
+  if (auto c = store_.container(req.container_id)) in.pod_uid = c->pod_uid;
+  in.containers = {req};
+  return sync_submit(std::move(in));
 }
 
 Result<ResizeResult> ResizeManager::resize_pod(const PodResize& req) {
-  auto start = std::chrono::steady_clock::now();
-  Result<ResizeResult> r = [&]() -> Result<ResizeResult> {
-    PODSHIM_TRY(validate_id("pod uid", req.pod_uid));
-    if (!store_.pod(req.pod_uid) && store_.containers_of(req.pod_uid).empty()) {
-      return fail(ENOENT, "no pod '{}'", req.pod_uid);
-    }
-    for (const auto& cr : req.containers) {
-      auto c = store_.container(cr.container_id);
-      if (!c) return fail(ENOENT, "no container '{}'", cr.container_id);
-      if (c->pod_uid != req.pod_uid) {
-        return fail(EINVAL, "container '{}' belongs to pod '{}', not '{}'", cr.container_id, c->pod_uid,
-                    req.pod_uid);
-      }
-    }
-    return run(req.pod_uid, req.pod_resources, req.containers, true);
-  }();
-  if (metrics_) {
-    metrics_->resize_requests.inc({{"result", r ? std::string(to_string(r->outcome)) : "invalid"}});
-    metrics_->resize_latency.observe(
-        {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return r;
+  PODSHIM_TRY(validate_id("pod uid", req.pod_uid));
+  if (!store_.pod(req.pod_uid) && store_.containers_of(req.pod_uid).empty())
+    return fail(ENOENT, "no pod '{}'", req.pod_uid);
+  ResizeIntent in;
+  in.source = IntentSource::Api;
+  in.pod_uid = req.pod_uid;
+  in.pod_resources = req.pod_resources;
+  in.containers = req.containers;
+  return sync_submit(std::move(in));
 }
 
-Result<ResizeResult> ResizeManager::run(const std::string& pod_uid, optional<K8sResources> pod_resources,
-                                        const std::vector<ContainerResize>& reqs, bool bump_generation) {
-  // 1. Plan: the new spec of every container in the request, validated.
-  struct Item {
-    Container c;        // current state
-    K8sResources next;  // new desired
-    ResizePolicy cpu_policy, memory_policy;
-    bool removes = false;
+void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.start).count();
+  if (metrics_) {
+    metrics_->resize_requests.inc({{"result", r ? std::string(to_string(r->outcome)) : "invalid"}});
+    metrics_->resize_latency.observe({}, secs);
+  }
+  // The one log line per resize outcome, in every mode.
+  const bool ok = r && (r->outcome == ResizeOutcome::Applied || r->outcome == ResizeOutcome::Unchanged ||
+                        r->outcome == ResizeOutcome::RestartRequired);
+  const auto level = ok ? log::Level::Info : log::Level::Warning;
+  const std::string outcome = r ? std::string(to_string(r->outcome)) : "invalid";
+  const std::string reason = r ? r->message : r.error().message;
+  const uint64_t reclaimed = r ? r->report.bytes_reclaimed : 0;
+  const auto ms = static_cast<int64_t>(secs * 1000);
+  for (const auto& it : f.items) {
+    log::at(level, {{"CONTAINER_ID", it.c.id}},
+            "resize {}: container {} pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome, it.c.id,
+            f.pod_uid.empty() ? "-" : f.pod_uid, to_string(f.source), fmt_res(it.before), fmt_res(it.next),
+            reclaimed, ms, reason.empty() ? "" : ": ", reason);
+  }
+  if (f.pod_planned || (f.items.empty() && f.pod_resources)) {
+    log::at(level, {}, "resize {}: pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome,
+            f.pod_uid.empty() ? "-" : f.pod_uid, to_string(f.source), fmt_res(f.pod_before),
+            fmt_res(f.pod_planned ? f.pod_target : f.pod_resources.value_or(K8sResources{})), reclaimed, ms,
+            reason.empty() ? "" : ": ", reason);
+  }
+}
+
+void ResizeManager::submit(ResizeIntent intent, Done done) {
+  auto f = std::make_shared<Flight>();
+  f->source = intent.source;
+  f->pod_uid = intent.pod_uid;
+  f->done = std::move(done);
+  const bool from_runtime = intent.source != IntentSource::Api;
+  auto reject = [&](Error e) {
+    Result<ResizeResult> r = Unexpected(std::move(e));
+    record(*f, r);
+    f->done(std::move(r));
   };
-  std::vector<Item> items;
+  auto outcome = [&](ResizeOutcome o, std::string msg) {
+    f->result.outcome = o;
+    f->result.message = std::move(msg);
+    Result<ResizeResult> r = f->result;
+    record(*f, r);
+    f->done(std::move(r));
+  };
+
+  // 0. The request itself.
+  if (!intent.pod_uid.empty()) {
+    if (auto v = validate_id("pod uid", intent.pod_uid); !v) return reject(v.error());
+  }
+  if (intent.source == IntentSource::Api && !intent.pod_resources && intent.containers.empty())
+    return reject(Error{EINVAL, "nothing to resize"});
+
+  // 1. Plan: the new spec of every container in the request, validated.
   std::set<std::string> seen;
-  for (const auto& r : reqs) {
-    if (!seen.insert(r.container_id).second) {
-      return fail(EINVAL, "container '{}' appears twice in one resize", r.container_id);
-    }
+  for (const auto& r : intent.containers) {
+    if (!seen.insert(r.container_id).second)
+      return reject(Error{EINVAL, fmt::format("container '{}' appears twice in one resize", r.container_id)});
     auto c = store_.container(r.container_id);
-    if (!c) return fail(ENOENT, "no container '{}'", r.container_id);
-    Item it{*c, merge(c->desired, r.resources, r.remove), r.cpu_policy.value_or(c->cpu_policy),
-            r.memory_policy.value_or(c->memory_policy), false};
-    PODSHIM_TRY(validate(fmt::format("container '{}'", c->id), it.next));
+    if (!c) return reject(Error{ENOENT, fmt::format("no container '{}'", r.container_id)});
+    if (!intent.pod_uid.empty() && c->pod_uid != intent.pod_uid)
+      return reject(Error{EINVAL, fmt::format("container '{}' belongs to pod '{}', not '{}'", r.container_id,
+                                              c->pod_uid, intent.pod_uid)});
+    Item it{*c, c->allocated, merge(c->desired, r.resources, r.remove), r.cpu_policy.value_or(c->cpu_policy),
+            r.memory_policy.value_or(c->memory_policy), false, false};
+    if (auto v = validate(fmt::format("container '{}'", c->id), it.next); !v) return reject(v.error());
     // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
-    PODSHIM_TRY(cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", c->id)));
+    if (auto v = cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", c->id)); !v)
+      return reject(v.error());
     // Removing a request or limit that is allocated can never be honoured.
     const auto& a = c->allocated;
     it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) ||
                  (a.cpu_limit_milli && !it.next.cpu_limit_milli) ||
                  (a.memory_request_bytes && !it.next.memory_request_bytes) ||
                  (a.memory_limit_bytes && !it.next.memory_limit_bytes);
-    items.push_back(std::move(it));
+    f->items.push_back(std::move(it));
   }
-  optional<Pod> pod = pod_uid.empty() ? std::nullopt : store_.pod(pod_uid);
-  if (pod_resources) {
-    PODSHIM_TRY(validate(fmt::format("pod '{}'", pod_uid), *pod_resources));
-    if (!pod) return fail(ENOENT, "no pod '{}' known with a cgroup to resize", pod_uid);
-    if (pod->cgroup_path.empty()) return fail(EINVAL, "pod '{}' has no cgroup path to resize", pod_uid);
-    PODSHIM_TRY(cgroup::check_kernel_limits(*pod_resources, {}, fmt::format("pod '{}'", pod_uid)));
+  const std::string& pod_uid = intent.pod_uid;
+  f->pod = pod_uid.empty() ? std::nullopt : store_.pod(pod_uid);
+  if (f->pod) f->pod_before = f->pod->resources;
+  f->pod_cgroup_path = !intent.pod_cgroup_path.empty() ? intent.pod_cgroup_path
+                       : f->pod                        ? f->pod->cgroup_path
+                                                       : std::string();
+  if (intent.pod_resources) {
+    if (auto v = validate(fmt::format("pod '{}'", pod_uid), *intent.pod_resources); !v) return reject(v.error());
+    if (!from_runtime) {
+      if (!f->pod) return reject(Error{ENOENT, fmt::format("no pod '{}' known with a cgroup to resize", pod_uid)});
+      if (f->pod->cgroup_path.empty())
+        return reject(Error{EINVAL, fmt::format("pod '{}' has no cgroup path to resize", pod_uid)});
+    }
+    if (auto v = cgroup::check_kernel_limits(*intent.pod_resources, {}, fmt::format("pod '{}'", pod_uid)); !v)
+      return reject(v.error());
   }
-  // The pod-level resources after this request; values not given keep theirs.
-  K8sResources pod_level = pod ? pod->resources : K8sResources{};
-  if (pod_resources) pod_level = merge(pod_level, *pod_resources, {});
-
-  ResizeResult result;
-  const int64_t now = now_unix_ms();
+  // The pod-level resources after an API request; values not given keep
+  // theirs. A runtime's UpdatePodSandbox carries the whole sandbox spec.
+  K8sResources pod_level = f->pod ? f->pod->resources : K8sResources{};
+  if (intent.pod_resources) pod_level = from_runtime ? *intent.pod_resources : merge(pod_level, *intent.pod_resources, {});
+  auto& items = f->items;
 
   // 2. Generation: every request is a new generation of each container's spec,
   // recorded with the new desired values whatever the outcome.
   for (auto& it : items) {
-    if (bump_generation) it.c.generation++;
+    if (intent.bump_generation) it.c.generation++;
     it.c.desired = it.next;
     it.c.cpu_policy = it.cpu_policy;
     it.c.memory_policy = it.memory_policy;
-    result.generations[it.c.id] = it.c.generation;
+    f->result.generations[it.c.id] = it.c.generation;
   }
 
-  auto set_pending = [&](std::string_view reason, const std::string& msg) -> Result<void> {
+  auto set_pending = [&](std::string_view reason, const std::string& msg) {
     for (auto& it : items) {
       auto& p = it.c.conditions.pending;
-      if (!p || p->reason != reason) p = Condition{std::string(reason), msg, it.c.generation, now};
+      if (!p || p->reason != reason) p = Condition{std::string(reason), msg, it.c.generation, f->now};
       p->message = msg;
       p->observed_generation = it.c.generation;
-      PODSHIM_TRY(store_.upsert_container(it.c));
+      it.c.last_outcome = std::string(reason == kReasonDeferred ? "deferred" : "infeasible");
+      if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
     }
-    return {};
   };
 
-  // 3. The pod as it would be: siblings keep their allocated resources.
-  auto siblings = pod_uid.empty() ? std::vector<Container>{} : store_.containers_of(pod_uid);
-  std::vector<K8sResources> old_pod, new_pod;
-  std::vector<NamedResources> new_named;
-  for (const auto& s : siblings) {
-    old_pod.push_back(s.allocated);
-    auto f = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
-    new_pod.push_back(f != items.end() ? f->next : s.allocated);
-    new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
-  }
-  if (siblings.empty()) {
+  K8sResources new_total;
+  if (!from_runtime) {
+    // 3. The pod as it would be: siblings keep their allocated resources.
+    auto siblings = pod_uid.empty() ? std::vector<Container>{} : store_.containers_of(pod_uid);
+    std::vector<K8sResources> old_pod, new_pod;
+    std::vector<NamedResources> new_named;
+    for (const auto& s : siblings) {
+      old_pod.push_back(s.allocated);
+      auto fi = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
+      new_pod.push_back(fi != items.end() ? fi->next : s.allocated);
+      new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
+    }
+    if (siblings.empty()) {
+      for (const auto& it : items) {
+        old_pod.push_back(it.c.allocated);
+        new_pod.push_back(it.next);
+        new_named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
+      }
+    }
+    // What the apiserver refuses for pod-level resources (a container limit
+    // above the pod's, requests adding up to more than the pod's) is an
+    // invalid request, refused before anything is recorded (issue 17.4). A pod
+    // learned over NRI carries the runtime's sandbox totals (CRI
+    // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
+    // necessarily a pod-level spec: only pod-level values podshim was given
+    // are validated as such.
+    if (f->pod && (f->pod->source != Source::Nri || intent.pod_resources))
+      if (auto v = validate_pod_level(pod_level, new_named); !v) return reject(v.error());
+
+    // 4. Infeasible: removals, QoS change, more than the node has.
     for (const auto& it : items) {
-      old_pod.push_back(it.c.allocated);
-      new_pod.push_back(it.next);
-      new_named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
+      if (it.removes) {
+        auto msg = fmt::format("container '{}': resource requests and limits cannot be removed", it.c.id);
+        set_pending(kReasonInfeasible, msg);
+        return outcome(ResizeOutcome::Infeasible, msg);
+      }
     }
-  }
-  // What the apiserver refuses for pod-level resources (a container limit
-  // above the pod's, requests adding up to more than the pod's) is an invalid
-  // request, refused before anything is recorded (issue 17.4).
-  // A pod learned over NRI carries the runtime's sandbox totals (CRI
-  // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
-  // necessarily a pod-level spec: only pod-level values podshim was given are
-  // validated as such.
-  if (pod && (pod->source != Source::Nri || pod_resources)) PODSHIM_TRY(validate_pod_level(pod_level, new_named));
+    // The QoS class follows from what is allocated now; the runtime's label on
+    // the pod (if any) is not consulted because hook-registered pods lack one.
+    QosClass old_qos = compute_qos(old_pod);
+    QosClass new_qos = compute_qos(new_pod);
+    bool any_allocated = std::any_of(old_pod.begin(), old_pod.end(), [](const K8sResources& r) {
+      return r.cpu_request_milli || r.cpu_limit_milli || r.memory_request_bytes || r.memory_limit_bytes;
+    });
+    if ((f->pod || any_allocated) && new_qos != old_qos) {
+      auto msg = fmt::format("Pod QOS Class may not change as a result of resizing ({} -> {})", to_string(old_qos),
+                             to_string(new_qos));
+      set_pending(kReasonInfeasible, msg);
+      return outcome(ResizeOutcome::Infeasible, msg);
+    }
+    // The pod cgroup as the kubelet derives it: the pod-level values where
+    // set, the containers' aggregate otherwise (admission.h
+    // pod_cgroup_target), so a container resize never rewrites pod-level
+    // limits (issue 17.4).
+    Pod old_pod_spec = f->pod ? *f->pod : Pod{}, new_pod_spec = old_pod_spec;
+    new_pod_spec.resources = pod_level;
+    new_total = pod_cgroup_target(new_pod_spec, new_pod);
+    K8sResources old_total = pod_cgroup_target(old_pod_spec, old_pod);
+    if (f->pod)
+      if (auto v = cgroup::check_kernel_limits(new_total, {}, fmt::format("pod '{}' cgroup", pod_uid)); !v)
+        return reject(v.error());
+    if (!intent.pod_resources) f->pod_before = old_total;
+    const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
+    if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
+      bool mem = mem_need > allocatable_.memory_bytes;
+      // The kubelet's wording (pkg/kubelet/kubelet.go canResizePod).
+      auto msg = fmt::format("Node didn't have enough capacity: {}, requested: {}, capacity: {}",
+                             mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
+                             mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
+      set_pending(kReasonInfeasible, msg);
+      return outcome(ResizeOutcome::Infeasible, msg);
+    }
 
-  // 4. Infeasible: removals, QoS change, more than the node has.
-  for (const auto& it : items) {
-    if (it.removes) {
-      result.outcome = ResizeOutcome::Infeasible;
-      result.message = fmt::format("container '{}': resource requests and limits cannot be removed", it.c.id);
-      PODSHIM_TRY(set_pending(kReasonInfeasible, result.message));
-      return result;
+    // 5. Deferred: an increase that does not fit next to what the other pods
+    // hold (their allocated requests). Decreases are always admitted.
+    if (cpu_need > eff_cpu_req(old_total) || mem_need > eff_mem_req(old_total)) {
+      int64_t cpu_used = 0, mem_used = 0;
+      store_.for_each_container([&](const Container& c) {
+        if (c.pod_uid == pod_uid && !pod_uid.empty()) return;
+        if (pod_uid.empty() && seen.count(c.id)) return;
+        cpu_used += eff_cpu_req(c.allocated);
+        mem_used += eff_mem_req(c.allocated);
+      });
+      bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
+      bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
+      if (mem || cpu) {
+        auto msg = fmt::format("Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
+                               mem ? "memory" : "cpu", mem ? mem_need : cpu_need, mem ? mem_used : cpu_used,
+                               mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
+        set_pending(kReasonDeferred, msg);
+        return outcome(ResizeOutcome::Deferred, msg);
+      }
     }
-  }
-  // The QoS class follows from what is allocated now; the runtime's label on
-  // the pod (if any) is not consulted because hook-registered pods lack one.
-  QosClass old_qos = compute_qos(old_pod);
-  QosClass new_qos = compute_qos(new_pod);
-  bool any_allocated = std::any_of(old_pod.begin(), old_pod.end(), [](const K8sResources& r) {
-    return r.cpu_request_milli || r.cpu_limit_milli || r.memory_request_bytes || r.memory_limit_bytes;
-  });
-  if ((pod || any_allocated) && new_qos != old_qos) {
-    result.outcome = ResizeOutcome::Infeasible;
-    result.message = fmt::format("Pod QOS Class may not change as a result of resizing ({} -> {})",
-                                 to_string(old_qos), to_string(new_qos));
-    PODSHIM_TRY(set_pending(kReasonInfeasible, result.message));
-    return result;
-  }
-  // The pod cgroup as the kubelet derives it: the pod-level values where set,
-  // the containers' aggregate otherwise (admission.h pod_cgroup_target), so a
-  // container resize never rewrites pod-level limits (issue 17.4).
-  Pod old_pod_spec = pod ? *pod : Pod{}, new_pod_spec = old_pod_spec;
-  new_pod_spec.resources = pod_level;
-  K8sResources new_total = pod_cgroup_target(new_pod_spec, new_pod);
-  K8sResources old_total = pod_cgroup_target(old_pod_spec, old_pod);
-  if (pod) PODSHIM_TRY(cgroup::check_kernel_limits(new_total, {}, fmt::format("pod '{}' cgroup", pod_uid)));
-  const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
-  if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
-    bool mem = mem_need > allocatable_.memory_bytes;
-    result.outcome = ResizeOutcome::Infeasible;
-    // The kubelet's wording (pkg/kubelet/kubelet.go canResizePod).
-    result.message = fmt::format("Node didn't have enough capacity: {}, requested: {}, capacity: {}",
-                                 mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
-                                 mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
-    PODSHIM_TRY(set_pending(kReasonInfeasible, result.message));
-    return result;
-  }
-
-  // 5. Deferred: an increase that does not fit next to what the other pods
-  // hold (their allocated requests). Decreases are always admitted.
-  if (cpu_need > eff_cpu_req(old_total) || mem_need > eff_mem_req(old_total)) {
-    int64_t cpu_used = 0, mem_used = 0;
-    for (const auto& c : store_.containers()) {
-      if (c.pod_uid == pod_uid && !pod_uid.empty()) continue;
-      if (pod_uid.empty() && seen.count(c.id)) continue;
-      cpu_used += eff_cpu_req(c.allocated);
-      mem_used += eff_mem_req(c.allocated);
-    }
-    bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
-    bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
-    if (mem || cpu) {
-      result.outcome = ResizeOutcome::Deferred;
-      result.message = fmt::format("Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
-                                   mem ? "memory" : "cpu", mem ? mem_need : cpu_need, mem ? mem_used : cpu_used,
-                                   mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
-      PODSHIM_TRY(set_pending(kReasonDeferred, result.message));
-      return result;
-    }
+  } else if (intent.pod_resources) {
+    new_total = *intent.pod_resources;
   }
 
   // 6. Admitted: allocate. A changed resource whose policy is
   // RestartContainer makes the container restart-required; RestartContainer
   // wins when cpu and memory disagree (KEP-1287 §Container Resize Policy).
-  cgroup::PodResizeRequest plan;
-  bool any_restart = false, any_change = false;
-  std::vector<Item*> actuated;
+  // The runtime's updates are already the kubelet's decision: applied as is.
+  Actuation act;
+  act.source = intent.source;
   for (auto& it : items) {
     it.c.conditions.pending.reset();
     bool cpu_changed = cpu_differs(it.c.allocated, it.next);
     bool mem_changed = mem_differs(it.c.allocated, it.next);
-    if (!cpu_changed && !mem_changed) {
+    if (!from_runtime && !cpu_changed && !mem_changed) {
       if (!it.c.restart_required) it.c.conditions.in_progress.reset();
+      it.c.last_outcome = "unchanged";
       continue;
     }
-    any_change = true;
+    if (cpu_changed || mem_changed) f->any_change = true;
     it.c.allocated = it.next;
-    if ((cpu_changed && it.cpu_policy == ResizePolicy::RestartContainer) ||
-        (mem_changed && it.memory_policy == ResizePolicy::RestartContainer)) {
-      any_restart = true;
+    if (!from_runtime && ((cpu_changed && it.cpu_policy == ResizePolicy::RestartContainer) ||
+                          (mem_changed && it.memory_policy == ResizePolicy::RestartContainer))) {
+      f->any_restart = true;
       it.c.restart_required = true;
+      it.c.last_outcome = "restart_required";
       std::string msg = fmt::format("Container {} resize requires restart", it.c.name.empty() ? it.c.id : it.c.name);
-      it.c.conditions.in_progress = Condition{"", msg, it.c.generation, now};
+      it.c.conditions.in_progress = Condition{"", msg, it.c.generation, f->now};
       continue;
     }
-    plan.containers.push_back(cgroup::ResizeTarget{it.c.id, it.c.cgroup_path, it.next});
-    actuated.push_back(&it);
-  }
-  bool pod_changes = pod && !pod->cgroup_path.empty() &&
-                     (pod_resources ? (cpu_differs(pod->resources, pod_level) ||
-                                       mem_differs(pod->resources, pod_level))
-                                    : !plan.containers.empty());
-  if (pod_changes) {
-    plan.pod = cgroup::ResizeTarget{pod->uid, pod->cgroup_path, new_total};
-    any_change = true;
-  }
-  for (auto* it : actuated) {
-    if (it->c.cgroup_path.empty()) {
-      return fail(EINVAL, "container '{}' has no cgroup path to resize", it->c.id);
+    if (it.c.cgroup_path.empty()) {
+      if (from_runtime) continue;  // no cgroup (yet): the runtime's write is all there is
+      return reject(Error{EINVAL, fmt::format("container '{}' has no cgroup path to resize", it.c.id)});
     }
+    act.plan.containers.push_back(cgroup::ResizeTarget{it.c.id, it.c.cgroup_path, it.next});
+    it.actuated = true;
+  }
+  bool pod_changes = false;
+  if (from_runtime) {
+    pod_changes = intent.pod_resources && !f->pod_cgroup_path.empty();
+  } else {
+    pod_changes = f->pod && !f->pod->cgroup_path.empty() &&
+                  (intent.pod_resources ? (cpu_differs(f->pod->resources, pod_level) ||
+                                           mem_differs(f->pod->resources, pod_level))
+                                        : !act.plan.containers.empty());
+  }
+  if (pod_changes) {
+    act.plan.pod = cgroup::ResizeTarget{pod_uid, f->pod_cgroup_path, new_total};
+    if (intent.pod_resources) f->pod_resources = pod_level;
+    f->pod_target = new_total;
+    f->pod_planned = true;
+    if (!from_runtime || cpu_differs(f->pod_before, new_total) || mem_differs(f->pod_before, new_total))
+      f->any_change = true;
+  }
+  if (intent.pod_resources && f->pod) {
+    // The pod-level values are the new spec whatever the actuation says.
+    auto p = *f->pod;
+    p.resources = pod_level;
+    (void)store_.upsert_pod(p);
   }
 
-  if (!plan.containers.empty() || plan.pod) {
-    auto rep = actuator_.apply(plan);
-    if (!rep) {
-      const Error& e = rep.error();
-      if (metrics_ && e.kind == ErrorKind::ShrinkRefused) metrics_->shrinks_refused.inc();
-      for (auto* it : actuated) {
-        // Allocated stays at the new values: the kubelet allocates before it
-        // actuates and retries actuation (KEP-1287 §Resource States).
-        it->c.conditions.in_progress = Condition{std::string(kReasonError), e.message, it->c.generation, now};
-        it->c.last_error = e.message;
+  const bool actuate = !act.plan.containers.empty() || act.plan.pod;
+  auto store_pending = [&] {
+    for (auto& it : items) {
+      Container stored = it.c;
+      if (it.actuated) {
+        // Allocated when the actuation has run (it sees the values before).
+        stored.allocated = it.before;
+        stored.last_outcome = "in_progress";
       }
-      for (auto& it : items) PODSHIM_TRY(store_.upsert_container(it.c));
-      result.outcome = ResizeOutcome::Error;
-      result.message = e.message;
-      return result;
+      if (auto r = store_.upsert_container(stored); !r)
+        log::warn("storing container {}: {}", it.c.id, r.error().message);
     }
-    result.report = *rep;
-    if (metrics_ && rep->bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep->bytes_reclaimed));
-    for (auto* it : actuated) {
-      it->c.conditions.in_progress.reset();
-      it->c.restart_required = false;
-      it->c.last_error.clear();
-      auto a = actuator_.read_actual(it->c.cgroup_path);
-      if (a) {
-        if (metrics_ && it->c.actual && a->oom_kill > it->c.actual->oom_kill) {
-          metrics_->oom_kills.inc({}, static_cast<double>(a->oom_kill - it->c.actual->oom_kill));
-        }
-        it->c.actual = to_actual(*a);
-      }
-    }
-    if (plan.pod) {
-      auto p = *pod;
-      if (pod_resources) p.resources = pod_level;
-      if (auto a = actuator_.read_actual(p.cgroup_path)) p.actual = to_actual(*a);
-      PODSHIM_TRY(store_.upsert_pod(p));
-    }
+  };
+  if (!actuate) {
+    f->inline_phase = true;
+    return finish(f, cgroup::ResizeReport{});
   }
-  for (auto& it : items) PODSHIM_TRY(store_.upsert_container(it.c));
-  if (any_restart) {
+  f->inline_phase = true;
+  actuator_.apply(act, [this, f](Result<cgroup::ResizeReport> rep) { finish(f, std::move(rep)); });
+  if (f->finished) return;
+  f->inline_phase = false;
+  store_pending();  // completes later, from the loop
+}
+
+void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
+  f->finished = true;
+  // Applies `fn` to the container: to the state in hand when the actuation
+  // completed inside submit() (one store write per resize), else to the
+  // stored one (it may have changed meanwhile; gone: nothing to record).
+  auto change = [&](Item& it, const std::function<void(Container&)>& fn) {
+    if (f->inline_phase) {
+      fn(it.c);
+      if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+    } else {
+      (void)store_.update_container(it.c.id, fn);
+    }
+  };
+  if (f->inline_phase) {
+    // The containers not actuated are stored as admitted.
+    for (auto& it : f->items)
+      if (!it.actuated)
+        if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+  }
+  auto& result = f->result;
+  const int64_t now = now_unix_ms();
+  const bool from_runtime = f->source != IntentSource::Api;
+  if (!rep) {
+    const Error& e = rep.error();
+    const bool refused = e.kind == ErrorKind::ShrinkRefused;
+    if (metrics_ && refused) metrics_->shrinks_refused.inc();
+    for (auto& it : f->items) {
+      if (!it.actuated) continue;
+      // Allocated stays at the new values: the kubelet allocates before it
+      // actuates and retries actuation (KEP-1287 §Resource States).
+      change(it, [&](Container& c) {
+        c.allocated = it.next;
+        c.conditions.in_progress = Condition{std::string(kReasonError), e.message, c.generation, now};
+        c.last_error = e.message;
+        c.last_outcome = "error";
+      });
+    }
+    result.outcome = ResizeOutcome::Error;
+    result.message = e.message;
+    Result<ResizeResult> r = result;
+    record(*f, r);
+    return f->done(std::move(r));
+  }
+  result.report = *rep;
+  if (metrics_ && rep->bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep->bytes_reclaimed));
+  // memory.events over the operation and its settle period: a kill makes
+  // the outcome AppliedWithOomKill.
+  std::string kills;
+  for (const auto& [id, ev] : rep->events) {
+    if (!ev.oom_kill) continue;
+    if (metrics_) metrics_->oom_kills.inc({{"container", id}}, static_cast<double>(ev.oom_kill));
+    kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
+  }
+  const std::string kill_msg =
+      kills.empty() ? std::string()
+                    : fmt::format("resize applied, but the kernel OOM-killed during it (memory.events oom_kill: {})",
+                                  kills);
+  for (auto& it : f->items) {
+    if (!it.actuated) continue;
+    std::optional<cgroup::Actual> a;
+    // The runtime writes after podshim answers it: read back at its
+    // PostUpdateContainer instead (shim/adapter).
+    if (!from_runtime) {
+      if (auto ra = actuator_.read_actual(it.c.cgroup_path)) a = *ra;
+    }
+    change(it, [&](Container& c) {
+      c.allocated = it.next;
+      if (kill_msg.empty()) {
+        c.conditions.in_progress.reset();
+        c.last_error.clear();
+        c.last_outcome = f->any_restart ? "restart_required" : "applied";
+      } else {
+        c.conditions.in_progress = Condition{std::string(kReasonError), kill_msg, c.generation, now};
+        c.last_error = kill_msg;
+        c.last_outcome = std::string(to_string(ResizeOutcome::AppliedWithOomKill));
+      }
+      c.restart_required = false;
+      if (a) c.actual = to_actual(*a);
+    });
+  }
+  if (f->pod_planned && f->pod) {
+    (void)store_.update_pod(f->pod->uid, [&](Pod& p) {
+      if (f->pod_resources) p.resources = *f->pod_resources;
+      if (!from_runtime)
+        if (auto a = actuator_.read_actual(p.cgroup_path)) p.actual = to_actual(*a);
+    });
+  }
+  if (!kill_msg.empty()) {
+    result.outcome = ResizeOutcome::AppliedWithOomKill;
+    result.message = kill_msg;
+  } else if (f->any_restart) {
     result.outcome = ResizeOutcome::RestartRequired;
     result.message = "resize requires a container restart; podshim does not restart containers";
   } else {
-    result.outcome = any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged;
+    result.outcome = f->any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged;
   }
-  return result;
+  Result<ResizeResult> r = result;
+  record(*f, r);
+  f->done(std::move(r));
 }
 
 void ResizeManager::retry_deferred() {
   std::map<std::string, std::vector<ContainerResize>> by_pod;
-  for (const auto& c : store_.containers()) {
+  store_.for_each_container([&](const Container& c) {
     if (c.conditions.pending && c.conditions.pending->reason == kReasonDeferred) {
       ContainerResize r;
       r.container_id = c.id;
       r.resources = c.desired;
       by_pod[c.pod_uid].push_back(std::move(r));
     }
-  }
-  for (const auto& [uid, reqs] : by_pod) {
-    auto r = run(uid, std::nullopt, reqs, false);
-    if (metrics_ && r) metrics_->resize_requests.inc({{"result", std::string(to_string(r->outcome))}});
+  });
+  for (auto& [uid, reqs] : by_pod) {
+    ResizeIntent in;
+    in.pod_uid = uid;
+    in.containers = std::move(reqs);
+    in.bump_generation = false;
+    submit(std::move(in), [](Result<ResizeResult>) {});
   }
 }
 

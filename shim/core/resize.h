@@ -11,11 +11,17 @@
 // Success clears the conditions; an actuation failure leaves
 // PodResizeInProgress/Error with the actuator's message (for example the
 // kubelet-form "memory limit (N) below current usage (M)" of an error of kind
-// ErrorKind::ShrinkRefused).
+// ErrorKind::ShrinkRefused); a resize during which the kernel OOM-killed in
+// a target cgroup is AppliedWithOomKill, never Applied.
+//
+// Resizes from the runtime (NRI) were admitted by the kubelet already: for
+// them admission is only the validity check, then the same actuation and
+// the same recording.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,13 +46,29 @@ struct NodeAllocatable {
 // /proc/meminfo (overridable root for tests: `proc_root` + "/meminfo").
 Result<NodeAllocatable> machine_allocatable(const std::string& proc_root = "/proc");
 
-// Applies a planned resize to the node. The default implementation wraps
-// cgroup::Engine (shim/core/engine_actuator.h); in NRI mode the daemon routes
-// through the runtime instead so its stored spec stays the source of truth.
+// Where a resize intent comes from. Api: podshim's status API (podshimctl
+// resize) — judged in full (Infeasible / Deferred / restart-required).
+// NriUpdateContainer / NriUpdatePodSandbox: the runtime relaying what the
+// kubelet already admitted — only checked for validity and applied safely.
+enum class IntentSource { Api, NriUpdateContainer, NriUpdatePodSandbox };
+std::string_view to_string(IntentSource s);
+
+// What the service hands an Actuator: the targets with their new values
+// (mode is the actuator's choice) and who asked.
+struct Actuation {
+  IntentSource source = IntentSource::Api;
+  cgroup::PodResizeRequest plan;
+};
+
+// Applies an admitted resize to the node, now or later. Hooks-only mode:
+// EngineActuator (the engine writes every value). NRI mode: NriActuator
+// (shim/adapter), where the runtime writes and the engine only makes room.
 class Actuator {
  public:
+  using Done = std::function<void(Result<cgroup::ResizeReport>)>;
   virtual ~Actuator() = default;
-  virtual Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) = 0;
+  // Calls `done` exactly once, inline or later from the loop.
+  virtual void apply(const Actuation& a, Done done) = 0;
   // Reads back what the kernel holds; ENOTSUP when this actuator cannot.
   virtual Result<cgroup::Actual> read_actual(const std::string& cgroup_path);
 };
@@ -75,6 +97,16 @@ struct PodResize {
   std::vector<ContainerResize> containers;
 };
 
+// One resize, whatever its source: what every adapter translates into.
+struct ResizeIntent {
+  IntentSource source = IntentSource::Api;
+  std::string pod_uid;                        // empty: a container of no known pod
+  std::optional<K8sResources> pod_resources;  // pod-level (KEP-5419), or the pod cgroup (NRI)
+  std::string pod_cgroup_path;                // NRI: the pod's cgroup as the runtime gave it
+  std::vector<ContainerResize> containers;
+  bool bump_generation = true;                // false: a re-evaluated Deferred resize
+};
+
 enum class ResizeOutcome {
   Applied,          // allocated and actuated; conditions cleared
   Unchanged,        // nothing to do; conditions cleared
@@ -82,6 +114,11 @@ enum class ResizeOutcome {
   Infeasible,       // PodResizePending/Infeasible
   RestartRequired,  // allocated; the container must be restarted by its owner
   Error,            // PodResizeInProgress/Error
+  // The new values were written, but memory.events counted an OOM kill in a
+  // target cgroup during the resize or its settle period: never reported as
+  // plainly applied. PodResizeInProgress/Error names the kill.
+  AppliedWithOomKill,
+  InProgress,       // actuation still running (the runtime, a shrink); see lastResizeOutcome
 };
 std::string_view to_string(ResizeOutcome o);
 
@@ -93,15 +130,25 @@ struct ResizeResult {
   cgroup::ResizeReport report;
 };
 
+// The resize service: every source's intent passes the same admission, one
+// actuation and one place (finish) that records generation, conditions,
+// metrics and the log line.
 class ResizeManager {
  public:
+  using Done = std::function<void(Result<ResizeResult>)>;
   // Borrows store, actuator and metrics (may be null) for its lifetime.
   ResizeManager(Store& store, Actuator& actuator, NodeAllocatable allocatable,
                 Metrics* metrics = nullptr);
 
-  // Errors are for requests that are wrong in themselves: ENOENT (no such
-  // container/pod), EINVAL (limit below request, negative values, a policy on
-  // a resource that is not there). Everything else is an outcome.
+  // The one entry point. Errors are for requests that are wrong in
+  // themselves: ENOENT (no such container/pod), EINVAL (limit below request,
+  // negative values, a policy on a resource that is not there). Everything
+  // else is an outcome. `done` runs once, inline or later from the loop.
+  void submit(ResizeIntent intent, Done done);
+
+  // The status API's form: submits and returns the outcome, or InProgress
+  // when actuation completes later (the final one lands in the container's
+  // last_outcome and conditions).
   Result<ResizeResult> resize_container(const ContainerResize& req);
   Result<ResizeResult> resize_pod(const PodResize& req);
 
@@ -111,9 +158,12 @@ class ResizeManager {
   void set_allocatable(NodeAllocatable a);
   NodeAllocatable allocatable() const { return allocatable_; }
 
+  struct Flight;
+
  private:
-  Result<ResizeResult> run(const std::string& pod_uid, std::optional<K8sResources> pod_resources,
-                           const std::vector<ContainerResize>& reqs, bool bump_generation);
+  Result<ResizeResult> sync_submit(ResizeIntent intent);
+  void finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep);
+  void record(const Flight& f, const Result<ResizeResult>& r);
 
   Store& store_;
   Actuator& actuator_;

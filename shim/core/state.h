@@ -147,6 +147,9 @@ struct Container {
   std::vector<InjectedDevice> devices;
   std::string selinux_mount_label;
   std::string last_error;
+  // The outcome of the last resize (core::to_string(ResizeOutcome)), for the
+  // generation above; "in_progress" while the runtime or a shrink is busy.
+  std::string last_outcome;
   std::map<std::string, std::string> annotations;
   Source source = Source::Api;
   bool operator==(const Container&) const = default;

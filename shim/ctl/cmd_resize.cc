@@ -1,7 +1,10 @@
 // podshimctl resize: ask podshimd to resize a container (or a pod's
 // pod-level resources with --pod), the same request the API takes.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "base/quantity.h"
 #include "base/str.h"
@@ -26,9 +29,31 @@ constexpr const char* kUsage =
     "  --pod               ID is a pod uid; resize pod-level resources\n"
     "A quantity the kernel cannot take (a cpu limit above 175921860444m, a memory\n"
     "limit below one page) is refused here, exit status 2.\n"
-    "Values not given keep their current setting. Exit status 0 when applied (or\n"
+    "Values not given keep their current setting. A resize still running (NRI mode:\n"
+    "the runtime applies it) is waited for. Exit status 0 when applied (or\n"
     "allocated pending a restart that podshim never performs itself), 1 when\n"
-    "deferred, infeasible or actuation failed.";
+    "deferred, infeasible or actuation failed, 5 when applied but the kernel\n"
+    "OOM-killed in the container during the resize (applied_with_oom_kill).";
+
+// Applied, but memory.events counted an OOM kill during the resize.
+constexpr int kExitAppliedWithOomKill = 5;
+
+// Waits for an in-progress resize of container `id` at generation `gen`:
+// returns its final outcome and message (or "in_progress" after ~60 s).
+std::pair<std::string, std::string> wait_outcome(const std::string& id, int64_t gen, int* rc) {
+  for (int i = 0; i < 1200; ++i) {
+    json c;
+    if (!call("GET", "/v1/containers/" + id, "", &c, rc)) return {"error", "reading the container failed"};
+    const std::string o = c.value("lastResizeOutcome", "");
+    if (c.value("generation", int64_t{0}) != gen) return {o, "superseded by a newer resize"};
+    if (o != "in_progress") {
+      std::string msg = c.value("lastError", "");
+      return {o, msg};
+    }
+    usleep(50'000);
+  }
+  return {"in_progress", "still in progress after 60 s"};
+}
 
 int run_resize(int argc, char** argv) {
   std::string id;
@@ -138,6 +163,20 @@ int run_resize(int argc, char** argv) {
   json j;
   if (!call("POST", target, body.dump(), &j, &rc)) return rc;
   std::string result = j.value("result", "");
+  if (result == "in_progress" && j.contains("generations") && j["generations"].is_object()) {
+    // The final outcome is the worst of the containers' outcomes.
+    std::string final_result = "applied", final_msg;
+    for (const auto& [cid, gen] : j["generations"].items()) {
+      auto [o, msg] = wait_outcome(cid, gen.get<int64_t>(), &rc);
+      if (o != "applied" && o != "unchanged") {
+        final_result = o;
+        final_msg = msg;
+      }
+    }
+    result = final_result;
+    j["result"] = result;
+    j["message"] = final_msg;
+  }
   if (output_json()) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -151,6 +190,7 @@ int run_resize(int argc, char** argv) {
     if (!msg.empty()) std::printf(": %s", msg.c_str());
     std::printf("\n");
   }
+  if (result == "applied_with_oom_kill") return kExitAppliedWithOomKill;
   return result == "applied" || result == "unchanged" || result == "restart_required" ? kExitOk : kExitFailure;
 }
 

@@ -7,7 +7,9 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -232,8 +234,9 @@ int parse_args(int argc, char** argv, Args* a) {
   return -1;
 }
 
-// Runs `fn` once on the loop after `delay` (0: at the next iteration). The
-// function is owned by the event source and freed with it.
+// Runs `fn` once on the loop after `delay` (0: at the next iteration); the
+// one scheduler of podshimd (the engine's shrink timers, read-back slices).
+// The function is owned by the event source and freed with it.
 void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<void()> fn) {
   auto* w = new std::function<void()>(std::move(fn));
   auto run_time = [](sd_event_source* s, uint64_t, void* userdata) -> int {
@@ -257,8 +260,10 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
                           0, run_time, w);
   }
   if (r < 0) {
-    log::warn("Scheduling work on the event loop failed, dropping it: {}", errno_string(-r));
-    delete w;
+    // Never dropped: a resize's next step or a clamp release must happen.
+    log::warn("Scheduling work on the event loop failed ({}); running it now", errno_string(-r));
+    std::unique_ptr<std::function<void()>> f(w);
+    (*f)();
     return;
   }
   (void)sd_event_source_set_destroy_callback(src, [](void* userdata) {
@@ -302,7 +307,17 @@ int run(Daemon& d) {
     log::err("{}", alloc.error().message);
     return 1;
   }
-  auto act = core::EngineActuator::create(d.cfg);
+  int r = sd_event_default(&d.loop);
+  if (r < 0) {
+    log::err("sd_event_default: {}", errno_string(-r));
+    return 1;
+  }
+  // The engine's timers (the shrink's state machine, clamp releases) run on
+  // this loop, so no resize ever blocks it.
+  core::Scheduler schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
+    schedule_on(loop, delay, std::move(fn));
+  };
+  auto act = core::EngineActuator::create(d.cfg, schedule);
   if (!act) {
     log::err("{}", act.error().message);
     return 1;
@@ -314,11 +329,6 @@ int run(Daemon& d) {
   }
   d.actuator = std::move(*act);
 
-  int r = sd_event_default(&d.loop);
-  if (r < 0) {
-    log::err("sd_event_default: {}", errno_string(-r));
-    return 1;
-  }
   sigset_t ss;
   sigemptyset(&ss);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&ss, s);
@@ -354,9 +364,7 @@ int run(Daemon& d) {
     ro.slice_budget = d.cfg.readback_slice_budget;
     ro.fd_cache = d.cfg.readback_fd_cache;
     ro.repair_drift = d.cfg.repair_drift;
-    ro.schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
-      schedule_on(loop, delay, std::move(fn));
-    };
+    ro.schedule = schedule;
     auto rb = core::ReadBack::create(*d.store, &ea->engine(), &d.metrics, std::move(ro));
     if (!rb) {
       log::err("{}", rb.error().message);
@@ -370,7 +378,7 @@ int run(Daemon& d) {
   if (d.cfg.nri_enabled) {
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
-                                      engine_act->formulas(), d.readback.get());
+                                      engine_act->formulas(), schedule, d.readback.get());
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -382,6 +390,7 @@ int run(Daemon& d) {
       std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
   d.timed_actuator = d.container_metrics->wrap(*actuator);
   d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, *alloc, &d.metrics);
+  if (d.nri) d.nri->set_resize(d.resize.get());
 
   status::ServerDeps deps;
   deps.store = d.store.get();

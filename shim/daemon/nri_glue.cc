@@ -20,7 +20,7 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
                                                 std::shared_ptr<cgroup::WeightFormulaTracker> formulas,
-                                                core::ReadBack* readback) {
+                                                core::Scheduler schedule, core::ReadBack* readback) {
   std::unique_ptr<NriMode> m(new NriMode());
   m->metrics_ = &metrics;
 
@@ -98,13 +98,14 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
   log::info("NRI: {} mode, plugin {}-{}{}", *pre ? "pre-installed" : "external", po.index, po.name,
             *pre ? "" : fmt::format(", socket {}", po.socket_path));
   m->plugin_ = std::make_unique<nri::Plugin>(loop, *m->adapter_, po);
-  m->actuator_ = std::make_unique<adapter::NriActuator>(engine, m->plugin_.get());
+  m->actuator_ = std::make_unique<adapter::NriActuator>(engine, m->plugin_.get(), std::move(schedule));
   PODSHIM_TRY(m->plugin_->start());
   return m;
 }
 
 NriMode::~NriMode() {
   plugin_.reset();
+  actuator_.reset();  // restores memory.high clamps still held
   if (cdi_source_) sd_event_source_disable_unref(cdi_source_);
 }
 

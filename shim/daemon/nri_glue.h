@@ -30,13 +30,15 @@ class NriMode {
   static Result<std::unique_ptr<NriMode>> start(sd_event* loop, const core::Config& cfg,
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
-                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr,
-                                                core::ReadBack* readback = nullptr);
+                                                std::shared_ptr<cgroup::WeightFormulaTracker> formulas,
+                                                core::Scheduler schedule, core::ReadBack* readback = nullptr);
   ~NriMode();
 
-  // The actuator for resizes asked through podshim's own API: the engine
-  // first, then Runtime.UpdateContainers.
+  // The NRI-mode actuator (one writer per value: the runtime).
   core::Actuator& actuator() { return *actuator_; }
+  // Routes the runtime's UpdateContainer / UpdatePodSandbox into the
+  // resize service.
+  void set_resize(core::ResizeManager* resize) { adapter_->set_resize(resize, actuator_.get()); }
   cdi::Registry& registry() { return *registry_; }
   nri::Plugin& plugin() { return *plugin_; }
 

@@ -25,15 +25,19 @@ Result<void> Handlers::create_container(const api::PodSandbox&, const api::Conta
                                         api::CreateContainerResponse*) {
   return {};
 }
-Result<void> Handlers::update_container(const api::PodSandbox&, const api::Container&,
-                                        const api::LinuxResources&, api::UpdateContainerResponse*) {
-  return {};
+void Handlers::update_container(const api::PodSandbox&, const api::Container&,
+                                const api::LinuxResources&,
+                                Respond<api::UpdateContainerResponse> respond) {
+  respond(api::UpdateContainerResponse());
 }
 Result<void> Handlers::stop_container(const api::PodSandbox&, const api::Container&,
                                       api::StopContainerResponse*) {
   return {};
 }
-Result<void> Handlers::update_pod_sandbox(const api::UpdatePodSandboxRequest&) { return {}; }
+void Handlers::update_pod_sandbox(const api::UpdatePodSandboxRequest&,
+                                  Respond<api::UpdatePodSandboxResponse> respond) {
+  respond(api::UpdatePodSandboxResponse());
+}
 Result<void> Handlers::validate_container_adjustment(const api::ValidateContainerAdjustmentRequest&,
                                                      api::ValidateContainerAdjustmentResponse*) {
   return {};
@@ -208,7 +212,9 @@ Result<void> Plugin::attach(UniqueFd fd) {
   sync_pages_.Clear();
   events_ = 0;
   transport_->set_close_handler([this](const Error& why) { on_closed(why); });
-  transport_->serve(kPluginServiceConn, [this](const ttrpc::Request& req) { return dispatch(req); });
+  transport_->serve_async(kPluginServiceConn, [this](const ttrpc::Request& req, Transport::Responder respond) {
+    dispatch(req, std::move(respond));
+  });
 
   api::RegisterPluginRequest reg;
   reg.set_plugin_name(opts_.name);
@@ -243,10 +249,94 @@ void Plugin::on_closed(const Error& why) {
   }
 }
 
-CallResult Plugin::dispatch(const ttrpc::Request& req) {
-  if (req.service() != kPluginService) {
-    return {{code::kUnimplemented, fmt::format("service {}", req.service())}, {}};
+namespace {
+
+// A handler's Result as the reply to send.
+template <typename T>
+CallResult to_call_result(const Result<T>& r) {
+  return r ? reply(*r) : error_reply(r.error());
+}
+
+}  // namespace
+
+Transport::Responder Plugin::with_deadline(Transport::Responder respond, const std::string& method) {
+  const uint64_t timeout_usec = runtime_.request_timeout_ms > 0
+                                    ? static_cast<uint64_t>(runtime_.request_timeout_ms) * 1000
+                                    : 2'000'000;  // NRI's default (api/timeouts.go)
+  const uint64_t after = timeout_usec > 2 * opts_.reply_margin_usec ? timeout_usec - opts_.reply_margin_usec
+                                                                    : timeout_usec / 2;
+  struct Once {
+    Transport::Responder respond;
+    sd_event_source* timer = nullptr;
+    std::string method;
+    uint64_t after_usec = 0;
+  };
+  auto once = std::make_shared<Once>();
+  once->respond = std::move(respond);
+  once->method = method;
+  once->after_usec = after;
+  auto* heap = new std::shared_ptr<Once>(once);
+  const int r = sd_event_add_time_relative(
+      loop_, &once->timer, CLOCK_MONOTONIC, after, 0,
+      [](sd_event_source* s, uint64_t, void* ud) -> int {
+        std::unique_ptr<std::shared_ptr<Once>> o(static_cast<std::shared_ptr<Once>*>(ud));
+        sd_event_source_disable_unref(s);
+        (*o)->timer = nullptr;
+        if (auto resp = std::move((*o)->respond)) {
+          (*o)->respond = nullptr;
+          resp({{code::kUnknown, fmt::format("podshim: {} still in progress after {} ms; answering "
+                                             "before the runtime's request timeout",
+                                             (*o)->method, (*o)->after_usec / 1000)},
+                {}});
+        }
+        return 0;
+      },
+      heap);
+  if (r < 0) {
+    delete heap;
+    once->timer = nullptr;
   }
+  return [once](CallResult res) {
+    if (once->timer) {
+      delete static_cast<std::shared_ptr<Once>*>(sd_event_source_get_userdata(once->timer));
+      once->timer = sd_event_source_disable_unref(once->timer);
+    }
+    if (auto resp = std::move(once->respond)) {
+      once->respond = nullptr;
+      resp(std::move(res));
+    }
+  };
+}
+
+void Plugin::dispatch(const ttrpc::Request& req, Transport::Responder respond) {
+  if (req.service() != kPluginService) {
+    respond({{code::kUnimplemented, fmt::format("service {}", req.service())}, {}});
+    return;
+  }
+  const std::string& m = req.method();
+  if (m == "UpdateContainer") {
+    api::UpdateContainerRequest r;
+    if (!parse(req.payload(), &r)) return respond(bad_payload(m));
+    auto later = with_deadline(std::move(respond), m);
+    handlers_.update_container(r.pod(), r.container(), r.linux_resources(),
+                               [later](Result<api::UpdateContainerResponse> out) {
+                                 later(to_call_result(out));
+                               });
+    return;
+  }
+  if (m == "UpdatePodSandbox") {
+    api::UpdatePodSandboxRequest r;
+    if (!parse(req.payload(), &r)) return respond(bad_payload(m));
+    auto later = with_deadline(std::move(respond), m);
+    handlers_.update_pod_sandbox(r, [later](Result<api::UpdatePodSandboxResponse> out) {
+      later(to_call_result(out));
+    });
+    return;
+  }
+  respond(dispatch_now(req));
+}
+
+CallResult Plugin::dispatch_now(const ttrpc::Request& req) {
   const std::string& m = req.method();
   const std::string& p = req.payload();
 
@@ -261,27 +351,12 @@ CallResult Plugin::dispatch(const ttrpc::Request& req) {
     if (auto h = handlers_.create_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
     return reply(out);
   }
-  if (m == "UpdateContainer") {
-    api::UpdateContainerRequest r;
-    if (!parse(p, &r)) return bad_payload(m);
-    api::UpdateContainerResponse out;
-    if (auto h = handlers_.update_container(r.pod(), r.container(), r.linux_resources(), &out); !h) {
-      return error_reply(h.error());
-    }
-    return reply(out);
-  }
   if (m == "StopContainer") {
     api::StopContainerRequest r;
     if (!parse(p, &r)) return bad_payload(m);
     api::StopContainerResponse out;
     if (auto h = handlers_.stop_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
     return reply(out);
-  }
-  if (m == "UpdatePodSandbox") {
-    api::UpdatePodSandboxRequest r;
-    if (!parse(p, &r)) return bad_payload(m);
-    if (auto h = handlers_.update_pod_sandbox(r); !h) return error_reply(h.error());
-    return reply(api::UpdatePodSandboxResponse());
   }
   if (m == "ValidateContainerAdjustment") {
     api::ValidateContainerAdjustmentRequest r;

@@ -8,9 +8,13 @@
 // returned through reply messages, never applied in place.
 //
 // Everything runs on the caller's sd-event loop, single-threaded; handlers
-// are called synchronously from it and must not block for long: the
-// runtime's per-call deadline is 2 s by default, and missing it gets the
-// plugin dropped (and the container created without its adjustments).
+// are called from it and must never block it. Work that takes time (a
+// memory shrink) answers later through a Respond: ttrpc matches replies by
+// stream id, so other events are served meanwhile. The runtime's per-call
+// deadline is 2 s by default, and missing it gets the plugin dropped
+// (pkg/adaptation plugin.go isFatalError on DeadlineExceeded); a reply still
+// pending shortly before the runtime's request timeout is therefore
+// answered with an error by the stub, and the late answer dropped.
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -46,6 +50,9 @@ struct PluginOptions {
   bool reconnect = true;
   uint64_t reconnect_min_usec = 100'000;
   uint64_t reconnect_max_usec = 30'000'000;
+  // How long before the runtime's request timeout a pending reply is
+  // answered with an error, so the runtime never drops the plugin.
+  uint64_t reply_margin_usec = 300'000;
   // Deadline of our calls to the runtime (RegisterPlugin, UpdateContainers);
   // the Go stub uses the 5 s registration timeout for the former.
   uint64_t register_timeout_usec = 5'000'000;
@@ -63,6 +70,11 @@ Result<void> check_plugin_index(std::string_view index);
 // NRI_PLUGIN_SOCKET is unset (external mode). The fd must be an open socket.
 Result<bool> apply_preinstalled_environment(PluginOptions* opts,
                                             const std::function<const char*(const char*)>& getenv);
+
+// The answer to an event that may complete later: call exactly once, from
+// the loop (inline is fine). An error goes back as status Unknown.
+template <typename T>
+using Respond = std::function<void(Result<T> reply)>;
 
 // One virtual per event, each a no-op by default (pkg/stub's interfaces).
 class Handlers {
@@ -82,12 +94,15 @@ class Handlers {
   // UpdateContainerResources call fails) and keeps the plugin.
   virtual Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
                                         api::CreateContainerResponse* reply);
-  virtual Result<void> update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                        const api::LinuxResources& resources,
-                                        api::UpdateContainerResponse* reply);
+  // UpdateContainer and UpdatePodSandbox answer through `respond`, now or
+  // later (references to the request are valid only during the call).
+  virtual void update_container(const api::PodSandbox& pod, const api::Container& ctr,
+                                const api::LinuxResources& resources,
+                                Respond<api::UpdateContainerResponse> respond);
   virtual Result<void> stop_container(const api::PodSandbox& pod, const api::Container& ctr,
                                       api::StopContainerResponse* reply);
-  virtual Result<void> update_pod_sandbox(const api::UpdatePodSandboxRequest& req);
+  virtual void update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
+                                  Respond<api::UpdatePodSandboxResponse> respond);
   // Subscribe to VALIDATE_CONTAINER_ADJUSTMENT to be asked; set
   // reply->reject/reason to refuse.
   virtual Result<void> validate_container_adjustment(
@@ -150,7 +165,11 @@ class Plugin {
   static int on_reconnect_timer(sd_event_source* s, uint64_t usec, void* userdata);
   Result<void> attach(UniqueFd fd);
   void on_closed(const Error& why);
-  CallResult dispatch(const ttrpc::Request& req);
+  void dispatch(const ttrpc::Request& req, Transport::Responder respond);
+  // Wraps a responder so that a reply still pending near the runtime's
+  // request timeout is answered with an error instead (once).
+  CallResult dispatch_now(const ttrpc::Request& req);
+  Transport::Responder with_deadline(Transport::Responder respond, const std::string& method);
   CallResult do_configure(const std::string& payload);
   CallResult do_synchronize(const std::string& payload);
   CallResult do_state_change(const std::string& payload);

@@ -90,7 +90,13 @@ Transport::Conn& Transport::conn(uint32_t id) {
   return c;
 }
 
-void Transport::serve(uint32_t id, Handler handler) { conn(id).handler = std::move(handler); }
+void Transport::serve(uint32_t id, Handler handler) {
+  conn(id).handler = [h = std::move(handler)](const ttrpc::Request& req, Responder respond) {
+    respond(h(req));
+  };
+}
+
+void Transport::serve_async(uint32_t id, AsyncHandler handler) { conn(id).handler = std::move(handler); }
 
 void Transport::call(uint32_t id, std::string_view service, std::string_view method,
                      std::string payload, uint64_t timeout_usec, Callback cb) {
@@ -311,12 +317,20 @@ Result<void> Transport::on_request(uint32_t id, Conn& c, TtrpcMessage&& msg) {
     return {};
   }
   msg.body = std::string();
-  auto alive = alive_;
-  CallResult res = c.handler(req);
-  if (!*alive || closed()) return {};
+  std::weak_ptr<bool> alive = alive_;
+  c.handler(req, [this, alive, id, sid](CallResult res) {
+    // The transport may be gone (a reconnect) or closed by now.
+    auto a = alive.lock();
+    if (!a || !*a || closed()) return;
+    send_result(id, sid, std::move(res));
+  });
+  return {};
+}
+
+void Transport::send_result(uint32_t id, uint32_t sid, CallResult res) {
   if (!res.status.ok()) {
     send_status(id, sid, res.status);
-    return {};
+    return;
   }
   // Success: status unset, payload = the reply (an empty reply makes a
   // zero-length Response, exactly as the Go server sends it).
@@ -325,7 +339,6 @@ Result<void> Transport::on_request(uint32_t id, Conn& c, TtrpcMessage&& msg) {
   std::string data;
   resp.SerializeToString(&data);
   send_message(id, sid, MsgType::Response, data);
-  return {};
 }
 
 Result<void> Transport::on_response(uint32_t, Conn& c, TtrpcMessage&& msg) {

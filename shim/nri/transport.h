@@ -71,6 +71,12 @@ struct TransportStats {
 class Transport {
  public:
   using Handler = std::function<CallResult(const ttrpc::Request& req)>;
+  // Answers a request, now or later: ttrpc matches a response to its request
+  // by stream id, not by order (ttrpc server.go), so a handler may keep the
+  // responder and call it once from the loop when its work completes. A
+  // response for a connection that has closed since is dropped.
+  using Responder = std::function<void(CallResult result)>;
+  using AsyncHandler = std::function<void(const ttrpc::Request& req, Responder respond)>;
   using Callback = std::function<void(CallResult result)>;
   using CloseHandler = std::function<void(const Error& why)>;
   // Sees every mux frame as it is read or written (tests, captures).
@@ -85,6 +91,8 @@ class Transport {
 
   // Serve ttrpc requests arriving on `conn` with `handler` (synchronously).
   void serve(uint32_t conn, Handler handler);
+  // The same with replies that may complete later (see Responder).
+  void serve_async(uint32_t conn, AsyncHandler handler);
   // Calls service/method on `conn`. A timeout of 0 means none. The callback
   // runs exactly once, never before call() returns.
   void call(uint32_t conn, std::string_view service, std::string_view method,
@@ -112,7 +120,7 @@ class Transport {
     sd_event_source* timer = nullptr;
   };
   struct Conn {
-    Handler handler;                 // set when we serve this conn
+    AsyncHandler handler;            // set when we serve this conn
     uint32_t last_stream_id = 0;     // server: highest id seen
     uint32_t next_stream_id = 1;     // client: Go starts at 1, +2 per call
     std::map<uint32_t, Pending> pending;
@@ -129,6 +137,7 @@ class Transport {
   Result<void> on_response(uint32_t conn, Conn& c, TtrpcMessage&& msg);
   void send_message(uint32_t conn, uint32_t stream_id, MsgType type, std::string_view data);
   void send_status(uint32_t conn, uint32_t stream_id, const Status& st);
+  void send_result(uint32_t conn, uint32_t stream_id, CallResult res);
   void flush();
   void update_events();
   void fail_pending(Conn& c, const Status& st);

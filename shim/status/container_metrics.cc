@@ -65,7 +65,8 @@ class TimingActuator final : public core::Actuator {
   TimingActuator(core::Actuator& inner, ContainerMetrics& m, core::Store& store)
       : inner_(inner), m_(m), store_(store) {}
 
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
+  void apply(const core::Actuation& a, Done done) override {
+    const auto& req = a.plan;
     // Which containers' memory limits this request lowers, judged against
     // what is allocated before the write (the manager stores the new values
     // only after apply() returns).
@@ -78,11 +79,12 @@ class TimingActuator final : public core::Actuator {
       targets.emplace_back(t.id, lowers);
     }
     auto start = std::chrono::steady_clock::now();
-    auto r = inner_.apply(req);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bool refused = !r && r.error().kind == ErrorKind::ShrinkRefused;
-    for (const auto& [id, lowers] : targets) m_.record_actuation(id, secs, refused && lowers);
-    return r;
+    inner_.apply(a, [this, start, targets, done = std::move(done)](Result<cgroup::ResizeReport> r) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      bool refused = !r && r.error().kind == ErrorKind::ShrinkRefused;
+      for (const auto& [id, lowers] : targets) m_.record_actuation(id, secs, refused && lowers);
+      done(std::move(r));
+    });
   }
   Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override {
     return inner_.read_actual(cgroup_path);

@@ -58,16 +58,17 @@ class Forwarder : public Handlers {
                                 api::CreateContainerResponse* o) override {
     return inner->create_container(p, c, o);
   }
-  Result<void> update_container(const api::PodSandbox& p, const api::Container& c,
-                                const api::LinuxResources& r, api::UpdateContainerResponse* o) override {
-    return inner->update_container(p, c, r, o);
+  void update_container(const api::PodSandbox& p, const api::Container& c, const api::LinuxResources& r,
+                        podshim::nri::Respond<api::UpdateContainerResponse> o) override {
+    inner->update_container(p, c, r, std::move(o));
   }
   Result<void> stop_container(const api::PodSandbox& p, const api::Container& c,
                               api::StopContainerResponse* o) override {
     return inner->stop_container(p, c, o);
   }
-  Result<void> update_pod_sandbox(const api::UpdatePodSandboxRequest& r) override {
-    return inner->update_pod_sandbox(r);
+  void update_pod_sandbox(const api::UpdatePodSandboxRequest& r,
+                          podshim::nri::Respond<api::UpdatePodSandboxResponse> o) override {
+    inner->update_pod_sandbox(r, std::move(o));
   }
   void run_pod_sandbox(const api::PodSandbox& p) override { inner->run_pod_sandbox(p); }
   void stop_pod_sandbox(const api::PodSandbox& p) override { inner->stop_pod_sandbox(p); }

@@ -28,9 +28,7 @@ namespace {
 // Accepts every resize and reports the kernel as holding nothing special.
 class FakeActuator : public core::Actuator {
  public:
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest&) override {
-    return cgroup::ResizeReport{};
-  }
+  void apply(const core::Actuation&, Done done) override { done(cgroup::ResizeReport{}); }
   Result<cgroup::Actual> read_actual(const std::string&) override { return cgroup::Actual{}; }
 };
 

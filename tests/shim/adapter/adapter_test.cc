@@ -4,13 +4,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "shim/adapter/nri_adapter.h"
 #include "shim/nri/simulator.h"
+#include "shim/status/server.h"
 #include "tests/cgroup/fake_tree.h"
 #include "tests/shim/nri/test_support.h"
 
@@ -183,6 +189,10 @@ class AdapterE2E : public ::testing::Test {
 
     adapter_ = std::make_unique<NriAdapter>(*store_, engine_.get(), registry_.get(), &metrics_,
                                             AdapterOptions{});
+    actuator_ = std::make_unique<NriActuator>(*engine_, nullptr, schedule());
+    resize_ = std::make_unique<core::ResizeManager>(*store_, *actuator_, core::NodeAllocatable{4000, 8192 * kMi},
+                                                    &metrics_);
+    adapter_->set_resize(resize_.get(), actuator_.get());
     sim_ = std::make_unique<nri::Simulator>(loop_, nri::SimOptions{});
     sim_->set_state({p_}, {c1_});
     auto fd = sim_->socketpair();
@@ -192,12 +202,32 @@ class AdapterE2E : public ::testing::Test {
     po.index = "10";
     plugin_ = std::make_unique<nri::Plugin>(loop_, *adapter_, po);
     ASSERT_TRUE(plugin_->start());
+    actuator_->set_plugin(plugin_.get());
     ASSERT_TRUE(nri::test::run_until(loop_, [&] {
       return sim_->synchronized() && plugin_->state() == nri::PluginState::Ready;
     }));
   }
+  // Work on the test's loop after a delay (what podshimd gives the engine).
+  core::Scheduler schedule() {
+    return [this](std::chrono::milliseconds d, std::function<void()> fn) {
+      auto* heap = new std::function<void()>(std::move(fn));
+      sd_event_source* src = nullptr;
+      ASSERT_GE(sd_event_add_time_relative(
+                    loop_, &src, CLOCK_MONOTONIC, static_cast<uint64_t>(d.count()) * 1000, 0,
+                    [](sd_event_source* s, uint64_t, void* ud) -> int {
+                      std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(ud));
+                      sd_event_source_unref(s);
+                      (*f)();
+                      return 0;
+                    },
+                    heap),
+                0);
+    };
+  }
   void TearDown() override {
     plugin_.reset();
+    resize_.reset();
+    actuator_.reset();
     sim_.reset();
     sd_event_unref(loop_);
     std::filesystem::remove_all(cdi_dir_);
@@ -223,6 +253,8 @@ class AdapterE2E : public ::testing::Test {
   std::unique_ptr<cdi::Registry> registry_;
   core::Metrics metrics_;
   std::unique_ptr<NriAdapter> adapter_;
+  std::unique_ptr<NriActuator> actuator_;
+  std::unique_ptr<core::ResizeManager> resize_;
   std::unique_ptr<nri::Simulator> sim_;
   std::unique_ptr<nri::Plugin> plugin_;
 };
@@ -249,11 +281,19 @@ TEST_F(AdapterE2E, ShrinkBelowUsageIsRefusedWithTheKubeletMessage) {
   // The plugin stays connected: a refusal is not a protocol failure.
   EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
 
-  // A shrink that stays above usage is applied by podshim itself, at once.
+  // A shrink that stays above usage is admitted at once; the runtime writes
+  // it (ReclaimOnly: one writer per value), and the memory.high clamp the
+  // engine held for it goes at the runtime's PostUpdateContainer.
   st = update(c1_, 200 * kMi);
   EXPECT_TRUE(st.ok()) << st.message;
-  EXPECT_EQ(tree_.get(rel, "memory.max"), std::to_string(200 * kMi));
+  EXPECT_EQ(actuator_->held(), 1u);
+  std::optional<nri::Status> post;
+  sim_->observe(api::POST_UPDATE_CONTAINER, p_, &c1_, [&](nri::Status s) { post = s; });
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return post.has_value(); }));
+  EXPECT_EQ(actuator_->held(), 0u);
+  EXPECT_EQ(c->last_outcome, "error");
   c = store_->container("c1");
+  EXPECT_EQ(c->last_outcome, "applied");
   EXPECT_FALSE(c->conditions.in_progress);
   EXPECT_EQ(*c->allocated.memory_limit_bytes, 200 * kMi);
   EXPECT_EQ(*c->allocated.cpu_limit_milli, 500);  // cpu kept from before
@@ -274,6 +314,204 @@ TEST_F(AdapterE2E, AQuotaTheKernelRefusesIsRefusedBeforeAnythingIsRecorded) {
   EXPECT_EQ(*store_->container("c1"), before);
   EXPECT_EQ(tree_.get("kubepods/burstable/pod" + uid_ + "/c1", "cpu.max"), "50000 100000");
   EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+}
+
+TEST_F(AdapterE2E, ApiResizeGoesToTheRuntimeAndIsAppliedOnlyWhenConfirmed) {
+  const std::string rel = "kubepods/burstable/pod" + uid_ + "/c1";
+  int asked = 0;
+  bool runtime_fails = false;
+  sim_->on_update_containers = [&](const api::UpdateContainersRequest& r) {
+    api::UpdateContainersResponse resp;
+    ++asked;
+    for (const auto& u : r.update()) {
+      if (runtime_fails) {
+        *resp.add_failed() = u;
+        continue;
+      }
+      // What runc does for the runtime: write the limit.
+      tree_.set(rel, "memory.max", std::to_string(u.linux().resources().memory().limit().value()));
+    }
+    return resp;
+  };
+  core::ContainerResize req;
+  req.container_id = "c1";
+  req.resources.memory_limit_bytes = 300 * kMi;
+  auto r = resize_->resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  // Not applied before the runtime has answered.
+  EXPECT_EQ(r->outcome, core::ResizeOutcome::InProgress);
+  EXPECT_EQ(store_->container("c1")->last_outcome, "in_progress");
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return store_->container("c1")->last_outcome != "in_progress"; }));
+  EXPECT_EQ(asked, 1);
+  auto c = store_->container("c1");
+  EXPECT_EQ(c->last_outcome, "applied") << c->last_error;
+  EXPECT_EQ(tree_.get(rel, "memory.max"), std::to_string(300 * kMi));
+  EXPECT_EQ(metrics_.resize_requests.value({{"result", "applied"}}), 1);
+
+  // The runtime says it failed: an error naming the container, never applied.
+  runtime_fails = true;
+  req.resources.memory_limit_bytes = 320 * kMi;
+  r = resize_->resize_container(req);
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return store_->container("c1")->last_outcome != "in_progress"; }));
+  c = store_->container("c1");
+  EXPECT_EQ(c->last_outcome, "error");
+  EXPECT_NE(c->last_error.find("c1"), std::string::npos) << c->last_error;
+  ASSERT_TRUE(c->conditions.in_progress);
+  EXPECT_EQ(c->conditions.in_progress->reason, "Error");
+}
+
+TEST_F(AdapterE2E, AReplyStillPendingNearTheRuntimeDeadlineIsAnsweredInTime) {
+  // An actuation that never completes in time: the stub answers with an
+  // error before the runtime's 2 s request timeout, so the runtime keeps the
+  // plugin (a timeout is fatal: pkg/adaptation plugin.go isFatalError).
+  struct Never : core::Actuator {
+    std::vector<Done> held;
+    void apply(const core::Actuation&, Done done) override { held.push_back(std::move(done)); }
+  } never;
+  resize_ = std::make_unique<core::ResizeManager>(*store_, never, core::NodeAllocatable{4000, 8192 * kMi}, &metrics_);
+  adapter_->set_resize(resize_.get(), nullptr);
+  api::LinuxResources r;
+  r.mutable_memory()->mutable_limit()->set_value(150 * kMi);
+  std::optional<nri::Status> st;
+  const auto t0 = std::chrono::steady_clock::now();
+  sim_->update_container(p_, c1_, r, [&](nri::Status s, api::UpdateContainerResponse) { st = s; });
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }, 10));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(st->ok());
+  EXPECT_NE(st->code, nri::code::kDeadlineExceeded) << st->message;
+  EXPECT_LT(secs, 2.0);
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+  // The late completion is recorded but its reply dropped.
+  ASSERT_EQ(never.held.size(), 1u);
+  never.held[0](cgroup::ResizeReport{});
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return true; }, 1));
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+}
+
+// An actuation that takes 1.5 s, completing from the loop (what the engine's
+// timer-driven shrink does): a blocking design would stall everything below.
+class SlowActuator : public core::Actuator {
+ public:
+  SlowActuator(sd_event* loop) : loop_(loop) {}
+  void apply(const core::Actuation&, Done done) override {
+    auto* heap = new Done(std::move(done));
+    sd_event_source* src = nullptr;
+    sd_event_add_time_relative(
+        loop_, &src, CLOCK_MONOTONIC, 1'500'000, 0,
+        [](sd_event_source* s, uint64_t, void* ud) -> int {
+          std::unique_ptr<Done> d(static_cast<Done*>(ud));
+          sd_event_source_unref(s);
+          cgroup::ResizeReport r;
+          r.bytes_reclaimed = 50 << 20;
+          (*d)(r);
+          return 0;
+        },
+        heap);
+  }
+  sd_event* loop_;
+};
+
+TEST_F(AdapterE2E, ASlowShrinkNeverBlocksTheLoop) {
+  // Watchdog pings go to our own notify socket (sd_event_set_watchdog reads
+  // WATCHDOG_USEC/NOTIFY_SOCKET as under systemd).
+  const std::string notify = tree_.state() + "/notify.sock";
+  int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ASSERT_GE(nfd, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", notify.c_str());
+  ASSERT_EQ(bind(nfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  setenv("NOTIFY_SOCKET", notify.c_str(), 1);
+  setenv("WATCHDOG_USEC", "200000", 1);  // a ping every 100 ms
+  setenv("WATCHDOG_PID", std::to_string(getpid()).c_str(), 1);
+  ASSERT_GT(sd_event_set_watchdog(loop_, 1), 0);
+  // Read the pings as they come (a unix datagram queue holds only ~10).
+  std::atomic<int> pings{0};
+  std::atomic<bool> stop{false};
+  std::thread notify_reader([&] {
+    char buf[256];
+    while (!stop) {
+      ssize_t n = recv(nfd, buf, sizeof buf, 0);
+      if (n > 0 && std::string_view(buf, static_cast<size_t>(n)).find("WATCHDOG=1") != std::string_view::npos) ++pings;
+      if (n <= 0) usleep(5'000);
+    }
+  });
+
+  // The status socket, for /healthz.
+  core::Config cfg;  // the default access rules: root may read
+  auto opts = status::server_options(cfg);
+  ASSERT_TRUE(opts) << opts.error().message;
+  status::ServerOptions so = std::move(*opts);
+  so.socket_path = tree_.state() + "/status.sock";
+  status::ServerDeps deps;
+  deps.store = store_.get();
+  auto server = status::Server::start(loop_, so, deps);
+  ASSERT_TRUE(server) << server.error().message;
+
+  SlowActuator slow(loop_);
+  resize_ = std::make_unique<core::ResizeManager>(*store_, slow, core::NodeAllocatable{4000, 8192 * kMi}, &metrics_);
+  adapter_->set_resize(resize_.get(), nullptr);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  api::LinuxResources r;
+  r.mutable_memory()->mutable_limit()->set_value(150 * kMi);
+  std::optional<nri::Status> upd;
+  double upd_at = 0;
+  sim_->update_container(p_, c1_, r, [&](nri::Status s, api::UpdateContainerResponse) {
+    upd = s;
+    upd_at = since();
+  });
+  std::optional<nri::Status> created;
+  double created_at = 0;
+  api::Container c2 = container(p_, "c2", 64 * kMi, 2, 0);
+  sim_->create_container(p_, c2, [&](nri::Status s, api::CreateContainerResponse) {
+    created = s;
+    created_at = since();
+  });
+  // /healthz from another thread, as a client would ask it.
+  std::atomic<double> health_at{-1};
+  std::string health;
+  std::thread client([&] {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un ca{};
+    ca.sun_family = AF_UNIX;
+    std::snprintf(ca.sun_path, sizeof ca.sun_path, "%s", so.socket_path.c_str());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&ca), sizeof ca) == 0) {
+      const std::string q = "GET /healthz HTTP/1.1\r\nHost: podshim\r\nConnection: close\r\n\r\n";
+      (void)!write(fd, q.data(), q.size());
+      timeval tv{5, 0};  // a hang guard, never a timing assertion
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[512];
+      ssize_t n;
+      while (health.find("\r\n\r\n") == std::string::npos && (n = read(fd, buf, sizeof buf)) > 0)
+        health.append(buf, static_cast<size_t>(n));
+    }
+    health_at = since();
+    close(fd);
+  });
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return upd.has_value() && health_at >= 0; }, 30));
+  client.join();
+  // Pings sent while the shrink ran.
+  (void)sd_event_set_watchdog(loop_, 0);
+  stop = true;
+  notify_reader.join();
+  close(nfd);
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+  unsetenv("WATCHDOG_PID");
+
+  EXPECT_TRUE(upd->ok()) << upd->message;
+  EXPECT_GE(upd_at, 1.4);  // the shrink really took its 1.5 s
+  ASSERT_TRUE(created);
+  EXPECT_TRUE(created->ok()) << created->message;
+  // Generous bounds: answered while the shrink was still running.
+  EXPECT_LT(created_at, 1.0) << "CreateContainer waited for the shrink";
+  EXPECT_LT(health_at.load(), 1.0) << "/healthz waited for the shrink";
+  EXPECT_NE(health.find("200"), std::string::npos) << health;
+  EXPECT_GE(pings.load(), 5) << "watchdog pings stalled during the shrink";
+  EXPECT_EQ(store_->container("c1")->last_outcome, "applied");
 }
 
 TEST_F(AdapterE2E, CreateContainerInjectsRequestedCdiDevice) {

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -131,6 +133,66 @@ class PodshimdNri : public ::testing::Test {
   std::vector<nri::Status> syncs_;
   pid_t pid_ = -1;
 };
+
+// Runs podshimctl ARGS in a child while the loop (the runtime) keeps
+// serving; returns its exit status and output.
+std::pair<int, std::string> run_ctl(sd_event* loop, const std::vector<std::string>& args) {
+  const char* ctl = getenv("PODSHIM_PODSHIMCTL");
+  int pfd[2];
+  if (!ctl || pipe(pfd) != 0) return {-1, "no podshimctl"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pfd[1], 1);
+    dup2(pfd[1], 2);
+    std::vector<std::string> a = {ctl};
+    a.insert(a.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& x : a) argv.push_back(x.data());
+    argv.push_back(nullptr);
+    execv(ctl, argv.data());
+    _exit(127);
+  }
+  close(pfd[1]);
+  int status = -1;
+  for (int i = 0; i < 3000 && waitpid(pid, &status, WNOHANG) != pid; ++i) sd_event_run(loop, 10'000);
+  std::string out;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(pfd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(pfd[0]);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST_F(PodshimdNri, PodshimctlResizeGoesThroughTheRuntimeAndWaitsForIt) {
+  if (!getenv("PODSHIM_PODSHIMCTL")) GTEST_SKIP() << "run through meson test";
+  start_external();
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return get("/v1/containers/c1").has_value(); }, 10));
+  const std::string rel = "kubepods/burstable/pod" + uid_ + "/c1";
+  int asked = 0;
+  bool fail = false;
+  sim_->on_update_containers = [&](const api::UpdateContainersRequest& r) {
+    api::UpdateContainersResponse resp;
+    for (const auto& u : r.update()) {
+      ++asked;
+      if (fail) *resp.add_failed() = u;
+      else tree_.set(rel, "memory.max", std::to_string(u.linux().resources().memory().limit().value()));
+    }
+    return resp;
+  };
+  const std::string sock = dir_ + "/podshim.sock";
+  auto [rc, out] = run_ctl(loop_, {"--socket", sock, "resize", "c1", "--memory", "300Mi"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("c1: applied"), std::string::npos) << out;
+  EXPECT_EQ(asked, 1);  // the runtime was asked (Runtime.UpdateContainers)
+  EXPECT_EQ(tree_.get(rel, "memory.max"), std::to_string(300 * kMi));
+
+  fail = true;
+  std::tie(rc, out) = run_ctl(loop_, {"--socket", sock, "resize", "c1", "--memory", "310Mi"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("c1: error"), std::string::npos) << out;
+  EXPECT_NE(out.find("the runtime failed to update container c1"), std::string::npos) << out;
+}
 
 TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
   start_external();

@@ -10,15 +10,35 @@ constexpr int64_t Mi = 1 << 20;
 
 class FakeActuator : public Actuator {
  public:
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
+  void apply(const Actuation& a, Done done) override {
+    sources.push_back(a.source);
+    if (hold) {
+      held.emplace_back(a, std::move(done));
+      return;
+    }
+    done(apply_now(a.plan));
+  }
+  Result<cgroup::ResizeReport> apply_now(const cgroup::PodResizeRequest& req) {
     calls.push_back(req);
     if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with, fail_kind, {}});
     cgroup::ResizeReport r;
     r.bytes_reclaimed = 4096;
-    for (const auto& c : req.containers) last[c.cgroup_path] = c.desired;
+    for (const auto& c : req.containers) {
+      last[c.cgroup_path] = c.desired;
+      if (kill) r.events[c.id].oom_kill = 1;
+    }
     if (req.pod) last[req.pod->cgroup_path] = req.pod->desired;
     return r;
   }
+  // Completes the held actuations (hold = true), in order.
+  void complete() {
+    auto h = std::move(held);
+    held.clear();
+    for (auto& [a, done] : h) done(apply_now(a.plan));
+  }
+  bool hold = false, kill = false;
+  std::vector<std::pair<Actuation, Done>> held;
+  std::vector<IntentSource> sources;
   Result<cgroup::Actual> read_actual(const std::string& path) override {
     cgroup::Actual a;
     auto it = last.find(path);
@@ -90,6 +110,16 @@ TEST_F(ResizeTest, AppliedClearsConditionsAndReadsBack) {
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
   EXPECT_EQ(metrics.bytes_reclaimed.value(), 4096);
   EXPECT_EQ(metrics.resize_latency.count(), 1u);
+}
+
+TEST_F(ResizeTest, AContainerResizeNeverMakesThePodSumPodLevelResources) {
+  ASSERT_TRUE(resize({std::nullopt, 800, std::nullopt, 256 * Mi}));
+  ASSERT_TRUE(resize({std::nullopt, 900, std::nullopt, 256 * Mi}));
+  // The pod cgroup followed the sums; the pod has no pod-level resources.
+  EXPECT_EQ(store->pod("p1")->resources, K8sResources{});
+  ASSERT_EQ(act.calls.size(), 2u);
+  ASSERT_TRUE(act.calls[1].pod);
+  EXPECT_EQ(act.calls[1].pod->desired.cpu_limit_milli, 900);
 }
 
 TEST_F(ResizeTest, InfeasibleBeyondNodeCapacity) {
@@ -217,6 +247,71 @@ TEST_F(ResizeTest, PodLevelResize) {
   ASSERT_TRUE(act.calls[0].pod);
   EXPECT_EQ(act.calls[0].pod->desired.memory_limit_bytes, 256 * Mi);
   EXPECT_EQ(store->pod("p1")->resources.cpu_limit_milli, 1000);
+}
+
+TEST_F(ResizeTest, AnOomKillDuringTheResizeIsNeverPlainlyApplied) {
+  act.kill = true;  // memory.events oom_kill +1 in c1 over the operation
+  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::AppliedWithOomKill);
+  EXPECT_EQ(to_string(r->outcome), "applied_with_oom_kill");
+  EXPECT_NE(r->message.find("oom_kill: 1 in c1"), std::string::npos) << r->message;
+  auto c = c1();
+  ASSERT_TRUE(c.conditions.in_progress);
+  EXPECT_EQ(c.conditions.in_progress->reason, "Error");
+  EXPECT_EQ(c.last_outcome, "applied_with_oom_kill");
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 96 * Mi);  // the values did land
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied_with_oom_kill"}}), 1);
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 0);
+  EXPECT_EQ(metrics.oom_kills.value({{"container", "c1"}}), 1);
+}
+
+TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {
+  // The kubelet admitted it: no Infeasible for "more than the node has".
+  ResizeIntent in;
+  in.source = IntentSource::NriUpdateContainer;
+  in.pod_uid = "p1";
+  ContainerResize cr;
+  cr.container_id = "c1";
+  cr.resources = {250, 500, 2048 * Mi, 2048 * Mi};
+  in.containers = {cr};
+  std::optional<Result<ResizeResult>> got;
+  mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->outcome, ResizeOutcome::Applied);
+  ASSERT_EQ(act.sources.size(), 1u);
+  EXPECT_EQ(act.sources[0], IntentSource::NriUpdateContainer);
+  ASSERT_EQ(act.calls[0].containers.size(), 1u);
+  EXPECT_FALSE(act.calls[0].pod);  // the runtime sends the pod's own update
+  auto c = c1();
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 2048 * Mi);
+  EXPECT_EQ(c.generation, 1);
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
+  // But an invalid one is refused before anything is recorded.
+  cr.resources = {900, 500, std::nullopt, std::nullopt};
+  in.containers = {cr};
+  got.reset();
+  mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
+  ASSERT_TRUE(got);
+  ASSERT_FALSE(*got);
+  EXPECT_EQ(got->error().code, EINVAL);
+  EXPECT_EQ(act.calls.size(), 1u);
+}
+
+TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
+  act.hold = true;
+  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 256 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::InProgress);
+  EXPECT_EQ(r->generations.at("c1"), 1);
+  EXPECT_EQ(c1().last_outcome, "in_progress");
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 0);
+  act.complete();
+  auto c = c1();
+  EXPECT_EQ(c.last_outcome, "applied");
+  EXPECT_TRUE(c.conditions.empty());
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
+  EXPECT_EQ(metrics.resize_latency.count(), 1u);
 }
 
 TEST(MachineAllocatable, ReadsMemTotal) {

@@ -63,6 +63,14 @@ TEST_F(DaemonTest, ResizeThroughEngineAndStateSurvivesRestart) {
   // Infeasible beyond the configured allocatable.
   r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"memory":"9Gi"},"limits":{"memory":"9Gi"}}})");
   EXPECT_EQ(json::parse(r.body)["result"], "infeasible") << r.body;
+  // Hooks-only mode logs every outcome once: id, pod, old -> new, reclaimed, duration, reason.
+  const std::string log = slurp(d.log());
+  EXPECT_NE(log.find("resize applied: container c1 pod p1 (api): cpu 250m/- mem 67108864/134217728 -> "
+                     "cpu 250m/500m mem 67108864/268435456, reclaimed 0 bytes"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("resize infeasible: container c1 pod p1 (api)"), std::string::npos) << log;
+  EXPECT_NE(log.find("Node didn't have enough capacity: memory"), std::string::npos) << log;
 
   int st = d.stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(d.log());

@@ -59,24 +59,25 @@ struct RecordingHandlers : Handlers {
     }
     return {};
   }
-  Result<void> update_container(const api::PodSandbox&, const api::Container& ctr,
-                                const api::LinuxResources& res,
-                                api::UpdateContainerResponse* reply) override {
+  void update_container(const api::PodSandbox&, const api::Container& ctr, const api::LinuxResources& res,
+                        Respond<api::UpdateContainerResponse> respond) override {
     calls.push_back("UpdateContainer");
-    if (!fail_update_with.empty()) return fail(EBUSY, "{}", fail_update_with);
-    auto* u = reply->add_update();
+    if (!fail_update_with.empty()) return respond(fail(EBUSY, "{}", fail_update_with));
+    api::UpdateContainerResponse reply;
+    auto* u = reply.add_update();
     u->set_container_id(ctr.id());
     *u->mutable_linux()->mutable_resources() = res;
-    return {};
+    respond(std::move(reply));
   }
   Result<void> stop_container(const api::PodSandbox&, const api::Container&,
                               api::StopContainerResponse*) override {
     calls.push_back("StopContainer");
     return {};
   }
-  Result<void> update_pod_sandbox(const api::UpdatePodSandboxRequest&) override {
+  void update_pod_sandbox(const api::UpdatePodSandboxRequest&,
+                          Respond<api::UpdatePodSandboxResponse> respond) override {
     calls.push_back("UpdatePodSandbox");
-    return {};
+    respond(api::UpdatePodSandboxResponse());
   }
   Result<void> validate_container_adjustment(const api::ValidateContainerAdjustmentRequest&,
                                              api::ValidateContainerAdjustmentResponse* r) override {

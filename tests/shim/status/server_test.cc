@@ -32,9 +32,9 @@ using nlohmann::json;
 
 class FakeActuator : public core::Actuator {
  public:
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest&) override {
-    if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with, ErrorKind::ShrinkRefused, {}});
-    return cgroup::ResizeReport{};
+  void apply(const core::Actuation&, Done done) override {
+    if (!fail_with.empty()) return done(Unexpected(Error{EBUSY, fail_with, ErrorKind::ShrinkRefused, {}}));
+    done(cgroup::ResizeReport{});
   }
   std::string fail_with;
 };
