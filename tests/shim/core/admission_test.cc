@@ -157,11 +157,12 @@ TEST(ValidatePodLevel, ContainerLimitsMayAddUpToMoreThanThePodLimit) {
 
 class RecordingActuator : public Actuator {
  public:
-  Result<cgroup::ResizeReport> apply(const cgroup::PodResizeRequest& req) override {
+  void apply(const Actuation& a, Done done) override {
+    const auto& req = a.plan;
     calls.push_back(req);
     for (const auto& c : req.containers) last[c.cgroup_path] = c.desired;
     if (req.pod) last[req.pod->cgroup_path] = req.pod->desired;
-    return cgroup::ResizeReport{};
+    done(cgroup::ResizeReport{});
   }
   std::vector<cgroup::PodResizeRequest> calls;
   std::map<std::string, K8sResources> last;
