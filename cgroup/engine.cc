@@ -107,7 +107,7 @@ struct Engine::Impl {
 
   Result<UnitManager*> unit_manager() {
     std::lock_guard<std::mutex> l(um_mu);
-    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager();
+    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(opts.unit_call_timeout);
     return um.get();
   }
 

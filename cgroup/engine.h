@@ -90,6 +90,9 @@ struct EngineOptions {
   // How often the shrink samples memory.current / memory.stat / PSI.
   std::chrono::milliseconds shrink_tick{20};
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
+  // How long the sd-bus driver waits for systemd's SetUnitProperties reply
+  // (sd-bus's own default is 25 s); then the write fails with ErrorKind::Timeout.
+  std::chrono::milliseconds unit_call_timeout = kDefaultUnitCallTimeout;
 
   // Runs `fn` on the caller's event loop after `delay`. The shrink is a
   // timer-driven state machine on it, so a reclaim that takes a second never
