@@ -193,7 +193,8 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
   if (auto n = root["cgroup"]) {
     PODSHIM_TRY(check_keys(ctx, n, "cgroup",
                            {"root", "driver", "weight_formula", "shrink_timeout_ms", "shrink_headroom",
-                            "shrink_settle_ms", "shrink_growth_window_ms", "shrink_pressure_threshold"}));
+                            "shrink_settle_ms", "shrink_growth_window_ms", "shrink_pressure_threshold",
+                            "systemd_call_timeout_ms"}));
     if (n["root"]) {
       auto p = abs_path(ctx, n["root"], "cgroup.root");
       if (!p) return Unexpected(p.error());
@@ -241,6 +242,12 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
       auto v = number(ctx, n["shrink_pressure_threshold"], "cgroup.shrink_pressure_threshold", 100);
       if (!v) return Unexpected(v.error());
       c.shrink_pressure_threshold = static_cast<double>(*v);
+    }
+    if (n["systemd_call_timeout_ms"]) {
+      auto v = number(ctx, n["systemd_call_timeout_ms"], "cgroup.systemd_call_timeout_ms", 1900);
+      if (!v) return Unexpected(v.error());
+      if (*v == 0) return ctx.err("'cgroup.systemd_call_timeout_ms' must be at least 1");
+      c.systemd_call_timeout = std::chrono::milliseconds(*v);
     }
   }
   if (auto n = root["debug"]) {

@@ -68,6 +68,7 @@ struct Config {
   std::chrono::milliseconds shrink_settle = cgroup::EngineOptions{}.settle;
   std::chrono::milliseconds shrink_growth_window = cgroup::EngineOptions{}.shrink_growth_window;
   double shrink_pressure_threshold = cgroup::EngineOptions{}.shrink_pressure_threshold;
+  std::chrono::milliseconds systemd_call_timeout = cgroup::EngineOptions{}.unit_call_timeout;
 
   // node: unset → the machine's (online CPUs, MemTotal)
   std::optional<int64_t> allocatable_cpu_milli;

@@ -135,6 +135,7 @@ TEST(Config, DocumentedExampleIsTheDefaults) {
   EXPECT_EQ(c->shrink_settle, d.shrink_settle);
   EXPECT_EQ(c->shrink_growth_window, d.shrink_growth_window);
   EXPECT_EQ(c->shrink_pressure_threshold, d.shrink_pressure_threshold);
+  EXPECT_EQ(c->systemd_call_timeout, d.systemd_call_timeout);
   EXPECT_EQ(c->test_pause_after_clamp, d.test_pause_after_clamp);
   EXPECT_EQ(c->test_pause_after_step, d.test_pause_after_step);
   EXPECT_EQ(c->allocatable_cpu_milli, d.allocatable_cpu_milli);
