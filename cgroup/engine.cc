@@ -17,7 +17,9 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "cgroup/cgroup_dir.h"
+#include "cgroup/clamp_journal.h"
 #include "cgroup/plan.h"
+#include "cgroup/read_back.h"
 
 namespace podshim::cgroup {
 
@@ -73,22 +75,6 @@ Error shrink_refused(ShrinkRefusal r) {
   return Error{EBUSY, std::move(msg), ErrorKind::ShrinkRefused, std::move(r)};
 }
 
-namespace {
-
-constexpr std::string_view kClampMagic = "podshim-clamp v1";
-
-// A journal file name for a cgroup path: FNV-1a, enough to keep distinct
-// cgroups in distinct files (the path itself is inside the file).
-std::string path_key(std::string_view relpath) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : relpath) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
-}
-
-}  // namespace
 
 struct Engine::Impl {
   EngineOptions opts;
@@ -155,20 +141,11 @@ struct Engine::Impl {
 
   // ---- memory shrink without OOM kills (kubernetes#135670) ----
 
+  ClampJournal journal() const { return ClampJournal(state_fd.get()); }
   Result<void> journal_clamp(const Bound& t, const std::string& prev_high) {
-    std::string body = fmt::format("{}\n{}\n{}\n", kClampMagic, t.loc.relpath, prev_high);
-    // Atomic (rename) but not fsynced: the journal must survive a podshimd
-    // crash, which it does from the page cache; a node crash takes every
-    // cgroup it describes with it, so an fsync would buy nothing but latency.
-    auto r = fs::write_file_atomic_at(state_fd.get(), "clamp-" + path_key(t.loc.relpath), body, 0600,
-                                      /*durable=*/false);
-    if (!r) return wrap(r, "journaling memory.high clamp");
-    return {};
+    return journal().record(t.loc.relpath, prev_high);
   }
-  void unjournal_clamp(const Bound& t) {
-    std::string name = "clamp-" + path_key(t.loc.relpath);
-    ::unlinkat(state_fd.get(), name.c_str(), 0);
-  }
+  void unjournal_clamp(const Bound& t) { journal().drop(t.loc.relpath); }
 
   // ---- the operation: one resize as a state machine on `sched` ----
   //
@@ -780,8 +757,7 @@ struct Engine::Impl {
       auto w = h.second->write("memory.high", h.first);
       if (!w) return wrap(w, fmt::format("restoring memory.high of '{}'", relpath));
     }
-    std::string name = "clamp-" + path_key(relpath);
-    ::unlinkat(state_fd.get(), name.c_str(), 0);
+    journal().drop(relpath);
     std::lock_guard<std::mutex> g(held_mu);
     held.erase(relpath);
     return {};
@@ -872,105 +848,10 @@ struct Engine::Impl {
   Result<Actual> read_actual(const std::string& path, WeightFormula f) {
     auto b = bind(path, path, false);
     if (!b) return Unexpected(b.error());
-    const CgroupDir& d = b->dir;
-    Actual a;
-    auto w = d.read_trimmed("cpu.weight");
-    if (!w) return Unexpected(w.error());
-    a.cpu_weight_raw = *w;
-    auto wv = str::parse_u64(*w);
-    if (!wv) return wrap(wv, "cpu.weight");
-    a.cpu_request_milli = weight_to_milli_cpu(*wv, f);
-    auto m = d.read_trimmed("cpu.max");
-    if (!m) return Unexpected(m.error());
-    a.cpu_max_raw = *m;
-    auto mv = parse_cpu_max(*m);
-    if (!mv) return Unexpected(mv.error());
-    if (mv->quota_us) a.cpu_limit_milli = quota_us_to_milli_cpu(*mv->quota_us, mv->period_us);
-    auto mm = d.read_trimmed("memory.max");
-    if (!mm) return Unexpected(mm.error());
-    a.memory_max_raw = *mm;
-    auto mmv = parse_memory_max(*mm);
-    if (!mmv) return Unexpected(mmv.error());
-    if (*mmv) a.memory_limit_bytes = static_cast<int64_t>(**mmv);
-    auto cur = d.read_u64("memory.current");
-    if (!cur) return Unexpected(cur.error());
-    a.memory_current = *cur;
-    auto st = d.read_keyed("memory.stat");
-    if (!st) return Unexpected(st.error());
-    auto get = [](const auto& m, std::string_view k) {
-      auto it = m.find(k);
-      return it == m.end() ? uint64_t{0} : it->second;
-    };
-    a.anon = get(*st, "anon");
-    a.file = get(*st, "file");
-    a.shmem = get(*st, "shmem");
-    auto ev = d.read_keyed("memory.events");
-    if (!ev) return Unexpected(ev.error());
-    a.oom = get(*ev, "oom");
-    a.oom_kill = get(*ev, "oom_kill");
-    a.events_max = get(*ev, "max");
-    a.events_high = get(*ev, "high");
-    return a;
+    return read_back(b->dir, f);
   }
 
-  Result<std::vector<std::string>> list_state(std::string_view prefix) {
-    int dfd = ::dup(state_fd.get());
-    if (dfd < 0) return fail_errno("dup");
-    DIR* dir = ::fdopendir(dfd);
-    if (!dir) {
-      ::close(dfd);
-      return fail_errno("reading state directory '{}'", opts.state_dir);
-    }
-    ::rewinddir(dir);
-    std::vector<std::string> out;
-    while (dirent* e = ::readdir(dir)) {
-      std::string n = e->d_name;
-      if (str::starts_with(n, prefix)) out.push_back(n);
-    }
-    ::closedir(dir);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  Result<void> recover() {
-    std::string errors;
-    // 1. memory.high clamps left by a crash mid-shrink.
-    auto clamps = list_state("clamp-");
-    if (!clamps) return Unexpected(clamps.error());
-    for (const auto& name : *clamps) {
-      auto body = fs::read_file_at(state_fd.get(), name);
-      auto lines = body ? str::split(*body, '\n') : std::vector<std::string_view>{};
-      if (lines.size() < 3 || lines[0] != kClampMagic) {
-        errors += fmt::format("; malformed clamp journal '{}'", name);
-        ::unlinkat(state_fd.get(), name.c_str(), 0);
-        continue;
-      }
-      std::string rel(lines[1]), high(lines[2]);
-      if (!fs::check_relative(rel) || !parse_memory_max(high)) {
-        errors += fmt::format("; invalid clamp journal '{}'", name);
-        ::unlinkat(state_fd.get(), name.c_str(), 0);
-        continue;
-      }
-      auto dir = CgroupDir::open(root_fd.get(), rel);
-      if (!dir) {
-        if (dir.error().code != ENOENT) {
-          errors += "; " + dir.error().message;
-          continue;
-        }
-      } else if (auto w = dir->write("memory.high", high); !w) {
-        errors += "; " + w.error().message;
-        continue;
-      }
-      ::unlinkat(state_fd.get(), name.c_str(), 0);
-    }
-    // 2. Plan journals written by podshim versions before the runtime became
-    // the source of truth: nothing to replay (see resize()), so drop them.
-    if (auto plans = list_state("plan-")) {
-      for (const auto& name : *plans) ::unlinkat(state_fd.get(), name.c_str(), 0);
-    }
-    if (!errors.empty()) return fail(EIO, "recovering cgroup state{}", errors);
-    return {};
-  }
+  Result<void> recover() { return journal().recover(root_fd.get()); }
 };
 
 
