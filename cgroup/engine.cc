@@ -468,6 +468,9 @@ struct Engine::Impl {
     uint64_t target = 0, headroom = 0, usage0 = 0, usage = 0;
     uint64_t anon = 0, file = 0, shmem = 0;
     std::string prev_high;
+    // The memory.high an earlier ReclaimOnly resize's held clamp set (it
+    // stays in force, and journaled, if this shrink gives up).
+    std::optional<std::string> earlier_clamp;
     bool clamp_needed = false;
     bool has_reclaim = false;
     Clock::time_point t0, reclaim_deadline, watch_t0;
@@ -537,6 +540,10 @@ struct Engine::Impl {
     if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", t.id)));
     auto cur_high = t.dir.read_trimmed("memory.high");
     auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
+    {
+      std::lock_guard<std::mutex> g(held_mu);
+      if (held.count(t.loc.relpath) && cur_high) s->earlier_clamp = *cur_high;
+    }
     s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
     if (s->clamp_needed) {
       auto j = journal_clamp(t, s->prev_high);
@@ -546,7 +553,7 @@ struct Engine::Impl {
       if (!at_target) {
         auto w = write_attr(t, "memory.high", std::to_string(s->target));
         if (!w) {
-          unjournal_clamp(t);
+          if (!s->earlier_clamp) unjournal_clamp(t);  // a held clamp keeps its entry
           return s->cb(std::move(w));
         }
       }
@@ -712,8 +719,9 @@ struct Engine::Impl {
     if (s->reclaim_only) {
       // A clamp held from an earlier ReclaimOnly resize stays held (and
       // journaled) until its release(); only this op's own clamp goes.
-      std::lock_guard<std::mutex> g(held_mu);
-      if (held.count(s->t->loc.relpath)) {
+      if (s->earlier_clamp) {
+        if (auto w = write_attr(*s->t, "memory.high", *s->earlier_clamp); !w)
+          e.value().message += fmt::format("; restoring the held memory.high clamp failed: {}", w.error().message);
         auto cb = std::move(s->cb);
         return cb(std::move(e));
       }

@@ -699,6 +699,15 @@ TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
   req.containers[0].desired.memory_limit_bytes = 30 * kMi;
   ASSERT_TRUE(e->resize(req));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(30 * kMi));
+  // A third one that is refused leaves the held clamp as it was.
+  hook = nullptr;
+  tree.set("kubepods/c1", "memory.current", std::to_string(40 * kMi));
+  req.containers[0].desired.memory_limit_bytes = 16 * kMi;
+  auto refused = e->resize(req);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::ShrinkRefused) << refused.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(30 * kMi));
+  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
   // The runtime wrote memory.max; release restores memory.high and drops the journal.
   tree.set("kubepods/c1", "memory.max", std::to_string(30 * kMi));
   ASSERT_TRUE(e->release({"/kubepods/c1", "/kubepods/unknown"}));
