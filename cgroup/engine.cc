@@ -18,6 +18,7 @@
 #include "base/str.h"
 #include "cgroup/cgroup_dir.h"
 #include "cgroup/clamp_journal.h"
+#include "cgroup/driver.h"
 #include "cgroup/plan.h"
 #include "cgroup/read_back.h"
 
@@ -105,28 +106,14 @@ struct Engine::Impl {
     return Bound{id, std::move(*loc), std::move(*dir), is_pod};
   }
 
-  // Writes attribute values through the driver: for systemd, the unit
-  // properties first and then the files, as runc does, so a later
-  // `systemctl daemon-reload` re-applies the new values instead of reverting
-  // them (moby#41233, kubernetes#113857), and the files carry values systemd
-  // cannot express (periods below its minimum, opencontainers/cgroups#4).
+  // Writes attribute values through the cgroup's driver (cgroup/driver.h).
+  std::unique_ptr<Driver> cgroupfs_driver = make_cgroupfs_driver();
+  std::unique_ptr<Driver> systemd_driver = make_systemd_driver([this] { return unit_manager(); });
   Result<void> set_attrs(const Bound& t, const std::vector<std::pair<std::string, std::string>>& kv) {
-    if (t.loc.driver == DriverKind::Systemd) {
-      std::vector<UnitProperty> props;
-      for (const auto& [file, value] : kv) {
-        auto p = properties_for_attr(file, value);
-        if (!p) return wrap(p, fmt::format("'{}'", t.id));
-        props.insert(props.end(), p->begin(), p->end());
-      }
-      if (!props.empty()) {
-        auto um = unit_manager();
-        if (!um) return Unexpected(um.error());
-        auto r = (*um)->set_unit_properties(t.loc.unit, props);
-        if (!r) return wrap(r, fmt::format("'{}'", t.id));
-      }
-    }
-    for (const auto& [file, value] : kv) PODSHIM_TRY(write_attr(t, file, value));
-    return {};
+    Driver& d = t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
+    return d.set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
+      return write_attr(t, file, value);
+    });
   }
 
   Result<void> write_attr(const Bound& t, const std::string& file, const std::string& value) {
