@@ -21,6 +21,7 @@
 #include "cgroup/driver.h"
 #include "cgroup/plan.h"
 #include "cgroup/read_back.h"
+#include "cgroup/shrink.h"
 
 namespace podshim::cgroup {
 
@@ -401,359 +402,40 @@ struct Engine::Impl {
     finish(op, {});
   }
 
-  // ---- memory shrink without OOM kills (kubernetes#135670, podshim issue 17) ----
-  //
-  // 1. Pre-check: refuse (Usage) when what cannot be reclaimed (anon, shmem)
-  //    plus headroom is above the target; nothing is written.
-  // 2. Clamp memory.high to the target (journaled first): usage cannot grow
-  //    past it, writing it below usage makes the kernel reclaim, and
-  //    memory.high never invokes the OOM killer.
-  // 3. Reclaim (memory.reclaim, in chunks, one per tick) until usage +
-  //    headroom fits; refuse (Timeout) when the reclaim budget runs out.
-  // 4. Watch for `settle` under the clamp: PSI from memory.pressure and the
-  //    trend of anon + shmem. Refuse (Pressure) when the stall share passes
-  //    the threshold; refuse (Growth) when the trend crosses target -
-  //    headroom within the growth window. Both restore memory.high.
-  // 5. Write memory.max, restore memory.high, watch `settle` again.
-  // ReclaimOnly stops after 4 and keeps the clamp until release().
-
-  struct Psi {
-    double some_avg10 = 0, full_avg10 = 0;
-    uint64_t some_total = 0, full_total = 0;
-  };
-  // memory.pressure: "some avg10=0.00 avg60=0.00 avg300=0.00 total=0" and a
-  // "full" line (Documentation/accounting/psi.rst).
-  static std::optional<Psi> read_psi(const Bound& t) {
-    auto s = t.dir.read("memory.pressure");
-    if (!s) return std::nullopt;
-    Psi p;
-    for (auto line : str::split(*s, '\n')) {
-      bool some = str::starts_with(line, "some "), full = str::starts_with(line, "full ");
-      if (!some && !full) continue;
-      for (auto field : str::split(line, ' ')) {
-        auto eq = field.find('=');
-        if (eq == std::string_view::npos) continue;
-        auto key = field.substr(0, eq);
-        std::string val(field.substr(eq + 1));
-        if (key == "avg10") (some ? p.some_avg10 : p.full_avg10) = std::strtod(val.c_str(), nullptr);
-        if (key == "total") {
-          auto v = str::parse_u64(val);
-          if (v) (some ? p.some_total : p.full_total) = *v;
-        }
-      }
-    }
-    return p;
-  }
-
-  struct Shrink {
-    OpPtr op;
-    const Bound* t = nullptr;
-    std::string new_max;
-    ResizeReport* rep = nullptr;
-    bool reclaim_only = false;
-    Cb cb;
-    uint64_t target = 0, headroom = 0, usage0 = 0, usage = 0;
-    uint64_t anon = 0, file = 0, shmem = 0;
-    std::string prev_high;
-    // The memory.high an earlier ReclaimOnly resize's held clamp set (it
-    // stays in force, and journaled, if this shrink gives up).
-    std::optional<std::string> earlier_clamp;
-    bool clamp_needed = false;
-    bool has_reclaim = false;
-    Clock::time_point t0, reclaim_deadline, watch_t0;
-    ms watch{0};
-    std::vector<std::pair<double, double>> samples;  // (seconds since t0, anon + shmem)
-    std::optional<Psi> psi0;
-    double some_avg10_max = 0, full_avg10_max = 0;
-    double some_window = 0, full_window = 0;
-  };
-  using ShrinkPtr = std::shared_ptr<Shrink>;
-
-  // Clamps held by ReclaimOnly resizes until release(): relpath → the
-  // memory.high to restore (and the dir to restore it in).
-  std::mutex held_mu;
-  std::map<std::string, std::pair<std::string, std::shared_ptr<CgroupDir>>> held;
-
+  // A lowered memory.max: the shrink (cgroup/shrink.cc) on this op's sched.
+  HeldClamps held;
   void shrink(const OpPtr& op, const Bound& t, const std::string& new_max, ResizeReport* rep, bool reclaim_only,
               Cb cb) {
-    auto target_opt = parse_memory_max(new_max);
-    if (!target_opt) return cb(Unexpected(target_opt.error()));
-    if (!*target_opt) return cb(set_attrs(t, {{"memory.max", new_max}}));  // "max" is no shrink
-    auto s = std::make_shared<Shrink>();
-    s->op = op;
-    s->t = &t;
-    s->new_max = new_max;
-    s->rep = rep;
-    s->reclaim_only = reclaim_only;
-    s->cb = std::move(cb);
-    s->target = page_round_down(**target_opt);
-    s->headroom = opts.shrink_headroom_bytes;
-    s->t0 = Clock::now();
-    // The budget: reclaim, then a watch before and a settle after the write,
-    // each at most a quarter of it.
-    s->watch = std::min(opts.settle, opts.shrink_timeout / 4);
-    s->reclaim_deadline = s->t0 + opts.shrink_timeout - 2 * s->watch;
-    auto usage = t.dir.read_u64("memory.current");
-    if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
-    s->usage0 = s->usage = *usage;
-    auto stat = t.dir.read_keyed("memory.stat");
-    if (!stat) return s->cb(wrap(stat, fmt::format("'{}'", t.id)));
-    auto get = [&](std::string_view k) {
-      auto it = stat->find(k);
-      return it == stat->end() ? uint64_t{0} : it->second;
-    };
-    s->anon = get("anon"), s->file = get("file"), s->shmem = get("shmem");
-    s->samples.emplace_back(0.0, static_cast<double>(s->anon + s->shmem));
-    // Pre-check: without swap only page cache that is not shmem/tmpfs and
-    // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
-    // kernel OOM-kill and still left usage above the limit).
-    uint64_t reclaimable = (s->file > s->shmem ? s->file - s->shmem : 0) + get("slab_reclaimable");
-    uint64_t floor = s->usage > reclaimable ? s->usage - reclaimable : 0;
-    if (floor + s->headroom > s->target) return s->cb(refuse(*s, ShrinkWhy::Usage));
-
-    // The memory.high to come back to: a clamp a ReclaimOnly resize still
-    // holds on this cgroup is not the cgroup's own value.
-    {
-      std::lock_guard<std::mutex> g(held_mu);
-      auto h = held.find(t.loc.relpath);
-      if (h != held.end()) s->prev_high = h->second.first;
-    }
-    if (s->prev_high.empty()) {
-      auto prev_high = t.dir.read_trimmed("memory.high");
-      if (!prev_high) return s->cb(wrap(prev_high, fmt::format("'{}'", t.id)));
-      s->prev_high = *prev_high;
-    }
-    auto prev_high_v = parse_memory_max(s->prev_high);
-    if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", t.id)));
-    auto cur_high = t.dir.read_trimmed("memory.high");
-    auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
-    {
-      std::lock_guard<std::mutex> g(held_mu);
-      if (held.count(t.loc.relpath) && cur_high) s->earlier_clamp = *cur_high;
-    }
-    s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
-    if (s->clamp_needed) {
-      auto j = journal_clamp(t, s->prev_high);
-      if (!j) return s->cb(std::move(j));
-      // Skip the write when a held clamp already sits at the target.
-      bool at_target = cur_high_v && *cur_high_v && **cur_high_v == s->target;
-      if (!at_target) {
-        auto w = write_attr(t, "memory.high", std::to_string(s->target));
-        if (!w) {
-          if (!s->earlier_clamp) unjournal_clamp(t);  // a held clamp keeps its entry
-          return s->cb(std::move(w));
-        }
-      }
-      if (opts.test_pause_after_clamp.count() > 0)  // test seam
-        return op->sched(opts.test_pause_after_clamp, [this, s] { reclaim_tick(s); });
-    }
-    s->has_reclaim = t.dir.has("memory.reclaim");  // Linux 5.19+
-    reclaim_tick(s);
-  }
-
-  // Samples anon + shmem (growth) and the breakdown for a refusal.
-  void sample(Shrink& s) {
-    auto stat = s.t->dir.read_keyed("memory.stat");
-    if (!stat) return;
-    auto get = [&](std::string_view k) {
-      auto it = stat->find(k);
-      return it == stat->end() ? uint64_t{0} : it->second;
-    };
-    s.anon = get("anon"), s.file = get("file"), s.shmem = get("shmem");
-    double sec = std::chrono::duration<double>(Clock::now() - s.t0).count();
-    s.samples.emplace_back(sec, static_cast<double>(s.anon + s.shmem));
-  }
-
-  // Least-squares slope of the samples, bytes/s; 0 with fewer than three
-  // samples or no time between them.
-  static double growth_rate(const std::vector<std::pair<double, double>>& xs) {
-    if (xs.size() < 3) return 0;
-    double mt = 0, my = 0;
-    for (const auto& [t, y] : xs) mt += t, my += y;
-    mt /= xs.size(), my /= xs.size();
-    double num = 0, den = 0;
-    for (const auto& [t, y] : xs) num += (t - mt) * (y - my), den += (t - mt) * (t - mt);
-    return den > 1e-9 ? num / den : 0;
-  }
-
-  void reclaim_tick(const ShrinkPtr& s) {
-    s->has_reclaim = s->t->dir.has("memory.reclaim");
-    auto cur = s->t->dir.read_u64("memory.current");
-    if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", s->t->id)));
-    s->usage = *cur;
-    sample(*s);
-    if (s->usage + s->headroom <= s->target) return start_watch(s);
-    if (Clock::now() >= s->reclaim_deadline) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
-    ms next = opts.shrink_tick;
-    if (s->has_reclaim) {
-      // In chunks, so one write(2) never holds the loop for long; EAGAIN
-      // means "could not reclaim all of it" and the next tick re-checks.
-      uint64_t want = std::min<uint64_t>(s->usage + s->headroom - s->target, kReclaimChunk);
-      if (write_attr(*s->t, "memory.reclaim", std::to_string(want))) next = ms(0);
-    }
-    s->op->sched(std::min(next, remaining(s->reclaim_deadline)), [this, s] { reclaim_tick(s); });
-  }
-  static constexpr uint64_t kReclaimChunk = 64u << 20;
-
-  static ms remaining(Clock::time_point deadline) {
-    auto r = std::chrono::duration_cast<ms>(deadline - Clock::now());
-    return r.count() > 0 ? r : ms(0);
-  }
-
-  void start_watch(const ShrinkPtr& s) {
-    s->watch_t0 = Clock::now();
-    s->psi0 = read_psi(*s->t);
-    if (s->psi0) s->some_avg10_max = s->psi0->some_avg10, s->full_avg10_max = s->psi0->full_avg10;
-    if (s->watch.count() == 0) return decide(s);
-    s->op->sched(std::min(opts.shrink_tick, s->watch), [this, s] { watch_tick(s); });
-  }
-
-  // The stall share over the watch so far, percent.
-  void measure_psi(Shrink& s) {
-    if (!s.psi0) return;
-    auto p = read_psi(*s.t);
-    if (!p) return;
-    s.some_avg10_max = std::max(s.some_avg10_max, p->some_avg10);
-    s.full_avg10_max = std::max(s.full_avg10_max, p->full_avg10);
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - s.watch_t0).count();
-    if (us <= 0) return;
-    auto pct = [&](uint64_t a, uint64_t b) { return a > b ? std::min(100.0, (a - b) * 100.0 / us) : 0.0; };
-    s.some_window = pct(p->some_total, s.psi0->some_total);
-    s.full_window = pct(p->full_total, s.psi0->full_total);
-  }
-
-  void watch_tick(const ShrinkPtr& s) {
-    sample(*s);
-    measure_psi(*s);
-    auto elapsed = Clock::now() - s->watch_t0;
-    // Back off early when the clamp already hurts: the workload is being
-    // throttled while we watch.
-    if (elapsed >= s->watch / 2 && s->some_window > opts.shrink_pressure_threshold)
-      return give_up(s, refuse(*s, ShrinkWhy::Pressure));
-    if (elapsed >= s->watch) return decide(s);
-    s->op->sched(std::min(opts.shrink_tick, remaining(s->watch_t0 + s->watch)), [this, s] { watch_tick(s); });
-  }
-
-  void decide(const ShrinkPtr& s) {
-    const Bound& t = *s->t;
-    measure_psi(*s);
-    if (s->some_window > opts.shrink_pressure_threshold) return give_up(s, refuse(*s, ShrinkWhy::Pressure));
-    const double rate = growth_rate(s->samples);
-    const double unreclaimable = static_cast<double>(s->anon + s->shmem);
-    const double window_s = std::chrono::duration<double>(opts.shrink_growth_window).count();
-    if (rate > 0 && unreclaimable + rate * window_s + static_cast<double>(s->headroom) > static_cast<double>(s->target))
-      return give_up(s, refuse(*s, ShrinkWhy::Growth));
-    // Usage at the moment of the write: the clamp holds it near the target,
-    // but memory.high can be overshot; a memory.max below usage makes the
-    // write itself reclaim and, failing that, OOM-kill (facts §8).
-    auto cur = t.dir.read_u64("memory.current");
-    if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", t.id)));
-    s->usage = *cur;
-    if (s->usage > s->target && s->has_reclaim) {
-      (void)write_attr(t, "memory.reclaim", std::to_string(s->usage + s->headroom - s->target));
-      if (auto c2 = t.dir.read_u64("memory.current")) s->usage = *c2;
-    }
-    if (s->usage > s->target) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
-    record(*s);
-    if (s->reclaim_only) {
-      // Keep the clamp until release(): the runtime writes memory.max.
-      if (s->clamp_needed) {
-        auto dir = CgroupDir::open(root_fd.get(), t.loc.relpath);
-        std::lock_guard<std::mutex> g(held_mu);
-        held[t.loc.relpath] = {s->prev_high, dir ? std::make_shared<CgroupDir>(std::move(*dir)) : nullptr};
-        s->op->clamped.push_back(t.loc.relpath);
-        if (s->rep) s->rep->steps.push_back({t.id, "memory.high", s->prev_high, std::to_string(s->target)});
-      }
-      return s->cb({});
-    }
-    auto w = set_attrs(t, {{"memory.max", s->new_max}});
-    auto r = restore_high(*s);
-    if (!w) return s->cb(std::move(w));
-    if (!r) return s->cb(wrap(r, "restoring memory.high after shrinking"));
-    if (s->rep && s->usage0 > s->usage) s->rep->bytes_reclaimed += s->usage0 - s->usage;
-    // Settle after the write: a kill in it is part of the outcome (events).
-    auto cb = std::move(s->cb);
-    if (s->watch.count() == 0) return cb({});
-    s->op->sched(s->watch, [cb = std::move(cb)] { cb({}); });
-  }
-
-  // What the shrink saw, into the report (highest over the cgroups shrunk).
-  void record(const Shrink& s) {
-    if (!s.rep) return;
-    ResizeReport& r = *s.rep;
-    r.psi_some_avg10 = std::max(r.psi_some_avg10, s.some_avg10_max);
-    r.psi_full_avg10 = std::max(r.psi_full_avg10, s.full_avg10_max);
-    r.psi_some_window = std::max(r.psi_some_window, s.some_window);
-    r.psi_full_window = std::max(r.psi_full_window, s.full_window);
-    int64_t g = static_cast<int64_t>(growth_rate(s.samples));
-    if (std::abs(g) > std::abs(r.growth_bytes_per_sec)) r.growth_bytes_per_sec = g;
-  }
-
-  Result<void> restore_high(const Shrink& s) {
-    if (!s.clamp_needed) return {};
-    auto r = write_attr(*s.t, "memory.high", s.prev_high);
-    if (r) {
-      unjournal_clamp(*s.t);  // on failure recover() retries from the journal
-      std::lock_guard<std::mutex> g(held_mu);
-      held.erase(s.t->loc.relpath);
-    }
-    return r;
-  }
-
-  // Ends a shrink that will not write memory.max: restores memory.high.
-  void give_up(const ShrinkPtr& s, Unexpected e) {
-    record(*s);
-    if (s->reclaim_only) {
-      // A clamp held from an earlier ReclaimOnly resize stays held (and
-      // journaled) until its release(); only this op's own clamp goes.
-      if (s->earlier_clamp) {
-        if (auto w = write_attr(*s->t, "memory.high", *s->earlier_clamp); !w)
-          e.value().message += fmt::format("; restoring the held memory.high clamp failed: {}", w.error().message);
-        auto cb = std::move(s->cb);
-        return cb(std::move(e));
-      }
-    }
-    auto r = restore_high(*s);
-    if (!r) e.value().message += fmt::format("; restoring memory.high failed: {}", r.error().message);
-    auto cb = std::move(s->cb);
-    cb(std::move(e));
-  }
-
-  Unexpected refuse(const Shrink& s, ShrinkWhy why) {
-    ShrinkRefusal r{s.t->id, s.target, s.usage, s.anon, s.file, s.shmem};
-    r.why = why;
-    r.growth_bytes_per_sec = static_cast<int64_t>(growth_rate(s.samples));
-    r.psi_some_avg10 = s.some_avg10_max;
-    r.psi_full_avg10 = s.full_avg10_max;
-    r.psi_some_window = s.some_window;
-    r.psi_full_window = s.full_window;
-    r.pressure_threshold = opts.shrink_pressure_threshold;
-    r.growth_window = opts.shrink_growth_window;
-    r.elapsed = std::chrono::duration_cast<ms>(Clock::now() - s.t0);
-    return Unexpected(shrink_refused(std::move(r)));
+    ShrinkContext ctx;
+    ctx.opts = &opts;
+    ctx.sched = op->sched;
+    ctx.write = [this, &t](const std::string& file, const std::string& value) { return write_attr(t, file, value); };
+    ctx.write_max = [this, &t](const std::string& value) { return set_attrs(t, {{"memory.max", value}}); };
+    ctx.journal = journal();
+    ctx.held = &held;
+    ctx.root_fd = root_fd.get();
+    ctx.rep = rep;
+    ctx.reclaim_only = reclaim_only;
+    ctx.clamped = &op->clamped;
+    ctx.keepalive = op;
+    shrink_memory(std::move(ctx), ShrinkCgroup{t.id, t.loc.relpath, &t.dir}, new_max, std::move(cb));
   }
 
   // Restores the memory.high a ReclaimOnly resize clamped on `relpath`.
   Result<void> unclamp(const std::string& relpath) {
-    std::pair<std::string, std::shared_ptr<CgroupDir>> h;
-    {
-      std::lock_guard<std::mutex> g(held_mu);
-      auto it = held.find(relpath);
-      if (it == held.end()) return {};
-      h = it->second;
-    }
-    if (h.second) {
+    auto h = held.get(relpath);
+    if (!h) return {};
+    if (h->dir) {
       if (opts.before_write) {
         // The seam sees the restore as it sees every write (ids are not kept
         // with the clamp: the relpath stands in).
-        auto b = opts.before_write(relpath, "memory.high", h.first);
+        auto b = opts.before_write(relpath, "memory.high", h->prev_high);
         if (!b) return wrap(b, fmt::format("'{}' memory.high", relpath));
       }
-      auto w = h.second->write("memory.high", h.first);
+      auto w = h->dir->write("memory.high", h->prev_high);
       if (!w) return wrap(w, fmt::format("restoring memory.high of '{}'", relpath));
     }
     journal().drop(relpath);
-    std::lock_guard<std::mutex> g(held_mu);
     held.erase(relpath);
     return {};
   }
