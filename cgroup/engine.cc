@@ -6,16 +6,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <cstdlib>
-#include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
+#include <set>
 
 #include "base/fs.h"
 #include "base/str.h"
 #include "cgroup/cgroup_dir.h"
+#include "cgroup/clamp_journal.h"
+#include "cgroup/driver.h"
 #include "cgroup/plan.h"
+#include "cgroup/read_back.h"
+#include "cgroup/shrink.h"
 
 namespace podshim::cgroup {
 
@@ -30,45 +36,55 @@ AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_roun
   return v;
 }
 
-Error shrink_refused(ShrinkRefusal r) {
-  std::string msg = fmt::format(
-      "'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}); "
-      "leaving memory.max unchanged",
-      r.id, r.target, r.usage, r.anon, r.file, r.shmem);
-  return Error{EBUSY, std::move(msg), ErrorKind::ShrinkRefused, std::move(r)};
-}
-
 namespace {
 
-constexpr std::string_view kClampMagic = "podshim-clamp v1";
-
-// A journal file name for a cgroup path: FNV-1a, enough to keep distinct
-// cgroups in distinct files (the path itself is inside the file).
-std::string path_key(std::string_view relpath) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : relpath) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
+// "50 MiB/s", "300 KiB/s": a rate for a message.
+std::string rate_text(int64_t bytes_per_sec) {
+  const double v = static_cast<double>(bytes_per_sec);
+  if (std::abs(v) >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB/s", v / (1024.0 * 1024.0));
+  return fmt::format("{:.0f} KiB/s", v / 1024.0);
 }
 
 }  // namespace
+
+Error shrink_refused(ShrinkRefusal r) {
+  std::string msg;
+  switch (r.why) {
+    case ShrinkWhy::Usage:
+      msg = fmt::format("'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}); "
+                        "leaving memory.max unchanged",
+                        r.id, r.target, r.usage, r.anon, r.file, r.shmem);
+      break;
+    case ShrinkWhy::Timeout:
+      msg = fmt::format("'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}) "
+                        "after reclaiming for {} ms; leaving memory.max unchanged",
+                        r.id, r.target, r.usage, r.anon, r.file, r.shmem, r.elapsed.count());
+      break;
+    case ShrinkWhy::Growth:
+      msg = fmt::format("'{}': memory limit ({}) refused: usage grows {} (usage {}, anon={} shmem={}) "
+                        "and would reach the limit within {} ms; leaving memory.max unchanged",
+                        r.id, r.target, rate_text(r.growth_bytes_per_sec), r.usage, r.anon, r.shmem,
+                        r.growth_window.count());
+      break;
+    case ShrinkWhy::Pressure:
+      msg = fmt::format("'{}': memory limit ({}) refused: memory pressure some {:.1f}% full {:.1f}% "
+                        "under the memory.high clamp (threshold {:.1f}%; avg10 some {:.2f} full {:.2f}; "
+                        "usage {}); memory.high restored, memory.max unchanged",
+                        r.id, r.target, r.psi_some_window, r.psi_full_window, r.pressure_threshold,
+                        r.psi_some_avg10, r.psi_full_avg10, r.usage);
+      break;
+  }
+  return Error{EBUSY, std::move(msg), ErrorKind::ShrinkRefused, std::move(r)};
+}
+
 
 struct Engine::Impl {
   EngineOptions opts;
   UniqueFd root_fd;
   UniqueFd state_fd;
   std::mutex locks_mu;
-  std::map<std::string, std::shared_ptr<std::mutex>> locks;
   std::mutex um_mu;
   std::shared_ptr<UnitManager> um;
-  // TEST SEAM (tests/kernel/crash): pauses that hold a crash window open so
-  // a test can kill -9 the process at a known point. Read once in create()
-  // from PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS (after memory.high is clamped and
-  // the clamp journaled) and PODSHIM_TEST_PAUSE_AFTER_STEP_MS (after the
-  // first step of a multi-step plan); zero, the default, means no pause.
-  std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 
   struct Bound {
     std::string id;
@@ -79,7 +95,7 @@ struct Engine::Impl {
 
   Result<UnitManager*> unit_manager() {
     std::lock_guard<std::mutex> l(um_mu);
-    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager();
+    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(opts.unit_call_timeout);
     return um.get();
   }
 
@@ -91,28 +107,14 @@ struct Engine::Impl {
     return Bound{id, std::move(*loc), std::move(*dir), is_pod};
   }
 
-  // Writes attribute values through the driver: for systemd, the unit
-  // properties first and then the files, as runc does, so a later
-  // `systemctl daemon-reload` re-applies the new values instead of reverting
-  // them (moby#41233, kubernetes#113857), and the files carry values systemd
-  // cannot express (periods below its minimum, opencontainers/cgroups#4).
+  // Writes attribute values through the cgroup's driver (cgroup/driver.h).
+  std::unique_ptr<Driver> cgroupfs_driver = make_cgroupfs_driver();
+  std::unique_ptr<Driver> systemd_driver = make_systemd_driver([this] { return unit_manager(); });
   Result<void> set_attrs(const Bound& t, const std::vector<std::pair<std::string, std::string>>& kv) {
-    if (t.loc.driver == DriverKind::Systemd) {
-      std::vector<UnitProperty> props;
-      for (const auto& [file, value] : kv) {
-        auto p = properties_for_attr(file, value);
-        if (!p) return wrap(p, fmt::format("'{}'", t.id));
-        props.insert(props.end(), p->begin(), p->end());
-      }
-      if (!props.empty()) {
-        auto um = unit_manager();
-        if (!um) return Unexpected(um.error());
-        auto r = (*um)->set_unit_properties(t.loc.unit, props);
-        if (!r) return wrap(r, fmt::format("'{}'", t.id));
-      }
-    }
-    for (const auto& [file, value] : kv) PODSHIM_TRY(write_attr(t, file, value));
-    return {};
+    Driver& d = t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
+    return d.set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
+      return write_attr(t, file, value);
+    });
   }
 
   Result<void> write_attr(const Bound& t, const std::string& file, const std::string& value) {
@@ -127,136 +129,253 @@ struct Engine::Impl {
 
   // ---- memory shrink without OOM kills (kubernetes#135670) ----
 
+  ClampJournal journal() const { return ClampJournal(state_fd.get()); }
   Result<void> journal_clamp(const Bound& t, const std::string& prev_high) {
-    std::string body = fmt::format("{}\n{}\n{}\n", kClampMagic, t.loc.relpath, prev_high);
-    // Atomic (rename) but not fsynced: the journal must survive a podshimd
-    // crash, which it does from the page cache; a node crash takes every
-    // cgroup it describes with it, so an fsync would buy nothing but latency.
-    auto r = fs::write_file_atomic_at(state_fd.get(), "clamp-" + path_key(t.loc.relpath), body, 0600,
-                                      /*durable=*/false);
-    if (!r) return wrap(r, "journaling memory.high clamp");
-    return {};
+    return journal().record(t.loc.relpath, prev_high);
   }
-  void unjournal_clamp(const Bound& t) {
-    std::string name = "clamp-" + path_key(t.loc.relpath);
-    ::unlinkat(state_fd.get(), name.c_str(), 0);
-  }
+  void unjournal_clamp(const Bound& t) { journal().drop(t.loc.relpath); }
 
-  Result<void> shrink_memory(const Bound& t, const std::string& new_max, ResizeReport* rep) {
-    auto target_opt = parse_memory_max(new_max);
-    if (!target_opt) return Unexpected(target_opt.error());
-    if (!*target_opt) return set_attrs(t, {{"memory.max", new_max}});  // "max" is no shrink
-    const uint64_t target = page_round_down(**target_opt);
-    const uint64_t headroom = opts.shrink_headroom_bytes;
-    auto usage = t.dir.read_u64("memory.current");
-    if (!usage) return wrap(usage, fmt::format("'{}'", t.id));
-    if (*usage + headroom <= target) return set_attrs(t, {{"memory.max", new_max}});
+  // ---- the operation: one resize as a state machine on `sched` ----
+  //
+  // Every wait (reclaim ticks, settle watches, test pauses, waiting for a
+  // cgroup another resize holds) is a callback handed to `sched`: the loop's
+  // timer (opts.schedule) for asynchronous resizes, the in-place waiter of
+  // the calling thread for blocking ones. Nothing below sleeps.
 
-    auto stat = t.dir.read_keyed("memory.stat");
-    if (!stat) return wrap(stat, fmt::format("'{}'", t.id));
-    auto get = [&](std::string_view k) {
-      auto it = stat->find(k);
-      return it == stat->end() ? uint64_t{0} : it->second;
-    };
-    const uint64_t anon = get("anon"), file = get("file"), shmem = get("shmem");
-    auto refuse = [&](uint64_t now) {
-      return Unexpected(shrink_refused(ShrinkRefusal{t.id, target, now, anon, file, shmem}));
-    };
-    // Pre-check: without swap only page cache that is not shmem/tmpfs and
-    // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
-    // kernel OOM-kill and still left usage above the limit).
-    uint64_t reclaimable = (file > shmem ? file - shmem : 0) + get("slab_reclaimable");
-    uint64_t floor = *usage > reclaimable ? *usage - reclaimable : 0;
-    if (floor + headroom > target) return refuse(*usage);
+  using Clock = std::chrono::steady_clock;
+  using ms = std::chrono::milliseconds;
+  using Sched = std::function<void(ms, std::function<void()>)>;
+  using Cb = std::function<void(Result<void>)>;
 
-    // Clamp memory.high at the target so usage cannot grow back while we
-    // reclaim; writing it below usage also makes the kernel reclaim, and
-    // memory.high never invokes the OOM killer.
-    auto prev_high = t.dir.read_trimmed("memory.high");
-    if (!prev_high) return wrap(prev_high, fmt::format("'{}'", t.id));
-    auto prev_high_v = parse_memory_max(*prev_high);
-    if (!prev_high_v) return wrap(prev_high_v, fmt::format("'{}' memory.high", t.id));
-    bool clamp_needed = !*prev_high_v || **prev_high_v > target;
-    if (clamp_needed) {
-      PODSHIM_TRY(journal_clamp(t, *prev_high));
-      auto w = write_attr(t, "memory.high", std::to_string(target));
-      if (!w) {
-        unjournal_clamp(t);
-        return w;
-      }
-      if (test_pause_after_clamp.count() > 0) std::this_thread::sleep_for(test_pause_after_clamp);  // test seam
+  struct Op {
+    Sched sched;
+    PodResizeRequest req;
+    Done done;
+    std::vector<Bound> bound;
+    std::vector<K8sResources> desired;
+    std::vector<std::string> keys;
+    std::vector<PlanStep> plan;
+    ResizeReport rep;
+    std::map<std::string, MemoryEvents> ev_before;  // by target id
+    Clock::time_point t0;
+    // ReclaimOnly: the clamps this op put on (relpath), undone on failure.
+    std::vector<std::string> clamped;
+  };
+  using OpPtr = std::shared_ptr<Op>;
+
+  // Per-cgroup serialisation: a cgroup (relpath) is busy while one op holds
+  // it; ops that want a busy cgroup queue in arrival order. An op starts
+  // only when all its cgroups are free and no earlier waiter wants one of
+  // them, so each cgroup's resizes run in the order they arrived.
+  std::set<std::string> busy;
+  std::deque<OpPtr> waiting;
+
+  void acquire(const OpPtr& op) {
+    std::vector<OpPtr> start;
+    {
+      std::lock_guard<std::mutex> g(locks_mu);
+      waiting.push_back(op);
+      start = grant_locked();
     }
-    auto restore_high = [&]() -> Result<void> {
-      if (!clamp_needed) return {};
-      auto r = write_attr(t, "memory.high", *prev_high);
-      if (r) unjournal_clamp(t);  // on failure recover() retries from the journal
-      return r;
-    };
-
-    const auto deadline = std::chrono::steady_clock::now() + opts.shrink_timeout;
-    const bool has_reclaim = t.dir.has("memory.reclaim");  // Linux 5.19+
-    uint64_t now = *usage;
-    for (;;) {
-      auto cur = t.dir.read_u64("memory.current");
-      if (!cur) {
-        (void)restore_high();
-        return wrap(cur, fmt::format("'{}'", t.id));
-      }
-      now = *cur;
-      if (now + headroom <= target) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        auto r = restore_high();
-        auto e = refuse(now);
-        if (!r) e.value().message += fmt::format("; restoring memory.high failed: {}", r.error().message);
-        return e;
-      }
-      if (has_reclaim) {
-        // EAGAIN means "could not reclaim all of it"; the re-check decides.
-        (void)write_attr(t, "memory.reclaim", std::to_string(now + headroom - target));
+    // An op whose cgroups are free starts at once, so a resize with nothing
+    // to wait for (no shrink) completes before resize() returns; only waits
+    // go through the scheduler.
+    for (auto& o : start) {
+      if (o == op)
+        start_op(o);
+      else
+        o->sched(ms(0), [this, o] { start_op(o); });
+    }
+  }
+  void release_keys(const OpPtr& op) {
+    std::vector<OpPtr> start;
+    {
+      std::lock_guard<std::mutex> g(locks_mu);
+      for (const auto& k : op->keys) busy.erase(k);
+      start = grant_locked();
+    }
+    for (auto& o : start) o->sched(ms(0), [this, o] { start_op(o); });
+  }
+  std::vector<OpPtr> grant_locked() {
+    std::vector<OpPtr> out;
+    std::set<std::string> wanted;  // by earlier waiters still waiting
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const auto& ks = (*it)->keys;
+      bool free = std::none_of(ks.begin(), ks.end(), [&](const std::string& k) {
+        return busy.count(k) || wanted.count(k);
+      });
+      if (free) {
+        busy.insert(ks.begin(), ks.end());
+        out.push_back(*it);
+        it = waiting.erase(it);
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        wanted.insert(ks.begin(), ks.end());
+        ++it;
       }
     }
-    auto w = set_attrs(t, {{"memory.max", new_max}});
-    auto r = restore_high();
-    if (!w) return w;
-    if (!r) return wrap(r, "restoring memory.high after shrinking");
-    if (rep && *usage > now) rep->bytes_reclaimed += *usage - now;
-    return {};
+    return out;
   }
 
-  // Applies one set of changes (before → after), counting in *applied the
+  void submit(OpPtr op) {
+    op->t0 = Clock::now();
+    auto fail_now = [&](Error e) {
+      op->sched(ms(0), [op, e = std::move(e)]() mutable { op->done(Unexpected(std::move(e))); });
+    };
+    if (op->req.pod) {
+      auto b = bind(op->req.pod->id, op->req.pod->cgroup_path, true);
+      if (!b) return fail_now(b.error());
+      op->bound.push_back(std::move(*b));
+      op->desired.push_back(op->req.pod->desired);
+    }
+    for (const auto& c : op->req.containers) {
+      auto b = bind(c.id, c.cgroup_path, false);
+      if (!b) return fail_now(b.error());
+      op->bound.push_back(std::move(*b));
+      op->desired.push_back(c.desired);
+    }
+    for (const auto& b : op->bound) op->keys.push_back(b.loc.relpath);
+    std::sort(op->keys.begin(), op->keys.end());
+    op->keys.erase(std::unique(op->keys.begin(), op->keys.end()), op->keys.end());
+    acquire(op);
+  }
+
+  void finish(const OpPtr& op, Result<void> r) {
+    if (r) {
+      // memory.events deltas over the op and its settle periods.
+      for (const auto& b : op->bound) {
+        auto before = op->ev_before.find(b.id);
+        if (before == op->ev_before.end()) continue;
+        auto now = read_events(b);
+        if (!now) continue;
+        auto d = [](uint64_t a, uint64_t z) { return a > z ? a - z : uint64_t{0}; };
+        op->rep.events[b.id] = MemoryEvents{d(now->oom, before->second.oom), d(now->oom_kill, before->second.oom_kill),
+                                            d(now->high, before->second.high), d(now->max, before->second.max)};
+      }
+    }
+    op->rep.duration = std::chrono::duration_cast<ms>(Clock::now() - op->t0);
+    release_keys(op);
+    if (r) op->done(std::move(op->rep));
+    else op->done(Unexpected(std::move(r.error())));
+  }
+
+  static Result<MemoryEvents> read_events(const Bound& b) {
+    auto ev = b.dir.read_keyed("memory.events");
+    if (!ev) return Unexpected(ev.error());
+    auto get = [&](std::string_view k) {
+      auto it = ev->find(k);
+      return it == ev->end() ? uint64_t{0} : it->second;
+    };
+    return MemoryEvents{get("oom"), get("oom_kill"), get("high"), get("max")};
+  }
+
+  void start_op(const OpPtr& op) {
+    // Read current values under the cgroup's turn, so the plan reflects the kernel.
+    std::vector<PlanTarget> targets;
+    for (size_t i = 0; i < op->bound.size(); ++i) {
+      const Bound& b = op->bound[i];
+      PlanTarget pt;
+      pt.id = b.id;
+      pt.is_pod = b.is_pod;
+      AttrValues want = attr_values(op->desired[i], b.is_pod ? opts.pod_formula : container_formula(),
+                                    b.loc.driver == DriverKind::Systemd);
+      auto rd = [&](const char* f, std::string* out) -> Result<void> {
+        auto v = b.dir.read_trimmed(f);
+        if (!v) return wrap(v, fmt::format("'{}'", b.id));
+        *out = std::move(*v);
+        return {};
+      };
+      Result<void> r;
+      if (want.cpu_weight) r = rd("cpu.weight", &pt.cur_cpu_weight);
+      if (r) r = rd("cpu.max", &pt.cur_cpu_max);
+      if (r) r = rd("memory.max", &pt.cur_memory_max);
+      if (!r) return finish(op, std::move(r));
+      pt.want_cpu_weight = want.cpu_weight;
+      pt.want_cpu_max = want.cpu_max;
+      pt.want_memory_max = want.memory_max;
+      targets.push_back(std::move(pt));
+      if (auto ev = read_events(b)) op->ev_before[b.id] = *ev;
+    }
+    op->plan = plan_resize(targets);
+    if (op->plan.empty()) return finish(op, {});  // already applied: re-running is harmless
+
+    // No plan journal: every step leaves the cgroups in a state the kubelet's
+    // order makes safe (pod limits raised before container limits, lowered
+    // after), so a podshimd crash between steps leaves a consistent, partly
+    // applied resize that the retried request (the kubelet retries, the API
+    // client sees its connection drop) completes. Only a memory.high clamp
+    // is worth journaling: it is the one value no one else would undo.
+    if (op->req.mode == WriteMode::ReclaimOnly) return reclaim_only(op, 0, 0);
+    run_step(op, 0);
+  }
+
+  void run_step(const OpPtr& op, size_t i) {
+    if (i == op->plan.size()) return finish(op, {});
+    const PlanStep& s = op->plan[i];
+    const Bound& t = op->bound[s.target];
+    auto landed = std::make_shared<size_t>(0);
+    apply_changes(op, t, s.changes, &op->rep, landed, [this, op, i, landed](Result<void> r) {
+      if (!r) return rollback(op, i, *landed, std::move(r.error()), "");
+      const PlanStep& s = op->plan[i];
+      std::vector<StepReport> step_rep;
+      for (const auto& c : s.changes) step_rep.push_back({op->bound[s.target].id, c.file, c.before, c.after});
+      op->rep.steps.insert(op->rep.steps.end(), step_rep.begin(), step_rep.end());
+      if (opts.after_step) opts.after_step(step_rep);
+      if (i == 0 && op->plan.size() > 1 && opts.test_pause_after_step.count() > 0)
+        return op->sched(opts.test_pause_after_step, [this, op, i] { run_step(op, i + 1); });  // test seam
+      run_step(op, i + 1);
+    });
+  }
+
+  // Rolls back in reverse: what landed of the failed step first (a batch of
+  // writes counts as landed only when all of it did), then every applied step.
+  void rollback(const OpPtr& op, size_t j, size_t landed_of_failed, Error err, std::string errors) {
+    std::vector<AttrChange> undo = op->plan[j].changes;
+    if (landed_of_failed != SIZE_MAX) undo.resize(landed_of_failed);
+    auto next = [this, op, j](Error err, std::string errors) {
+      if (j == 0) {
+        err.message += errors;
+        return finish(op, Unexpected(std::move(err)));
+      }
+      rollback(op, j - 1, SIZE_MAX, std::move(err), std::move(errors));
+    };
+    if (undo.empty()) return next(std::move(err), std::move(errors));
+    const Bound& u = op->bound[op->plan[j].target];
+    auto landed = std::make_shared<size_t>(0);
+    apply_changes(op, u, reversed(undo), nullptr, landed,
+                  [op, j, next, err = std::move(err), errors = std::move(errors)](Result<void> rb) mutable {
+                    if (!rb)
+                      errors += fmt::format("; rollback of '{}' failed: {}", op->bound[op->plan[j].target].id,
+                                            rb.error().message);
+                    next(std::move(err), std::move(errors));
+                  });
+  }
+
+  // Applies one set of changes (before → after), counting in *landed the
   // changes whose write completed. A memory.max that goes down takes the
   // safe shrink path, also when rolling back an increase.
-  Result<void> apply_changes(const Bound& t, const std::vector<AttrChange>& changes, ResizeReport* rep,
-                             size_t* applied = nullptr) {
-    size_t n = 0;
+  static bool lowers_memory(const AttrChange& c) {
+    if (c.file != "memory.max") return false;
+    auto a = parse_memory_max(c.after), b = parse_memory_max(c.before);
+    return a && b && a->has_value() && (!b->has_value() || **a < **b);
+  }
+  void apply_changes(const OpPtr& op, const Bound& t, std::vector<AttrChange> changes, ResizeReport* rep,
+                     std::shared_ptr<size_t> landed, Cb cb, size_t from = 0) {
     std::vector<std::pair<std::string, std::string>> kv;
-    auto flush = [&]() -> Result<void> {
-      PODSHIM_TRY(set_attrs(t, kv));
-      n += kv.size();
-      kv.clear();
-      return {};
-    };
-    Result<void> r;
-    for (const auto& c : changes) {
-      if (c.file == "memory.max") {
-        auto a = parse_memory_max(c.after), b = parse_memory_max(c.before);
-        bool shrinks = a && b && a->has_value() && (!b->has_value() || **a < **b);
-        if (shrinks) {
-          r = flush();
-          if (!r) break;
-          r = shrink_memory(t, c.after, rep);
-          if (!r) break;
-          ++n;
-          continue;
-        }
-      }
-      kv.emplace_back(c.file, c.after);
+    size_t i = from;
+    for (; i < changes.size() && !lowers_memory(changes[i]); ++i) kv.emplace_back(changes[i].file, changes[i].after);
+    if (!kv.empty()) {
+      auto r = set_attrs(t, kv);
+      if (!r) return cb(std::move(r));
+      *landed += kv.size();
     }
-    if (r) r = flush();
-    if (applied) *applied = n;
-    return r;
+    if (i == changes.size()) return cb({});
+    std::string after = changes[i].after;
+    shrink(op, t, after, rep, /*reclaim_only=*/false,
+           [this, op, &t, changes = std::move(changes), rep, landed, cb, i](Result<void> r) mutable {
+             if (!r) return cb(std::move(r));
+             ++*landed;
+             apply_changes(op, t, std::move(changes), rep, landed, std::move(cb), i + 1);
+           });
   }
 
   static std::vector<AttrChange> reversed(const std::vector<AttrChange>& changes) {
@@ -265,115 +384,148 @@ struct Engine::Impl {
     return out;
   }
 
-  // Per-cgroup locks held for one resize. Members are destroyed in reverse:
-  // the locks are released before the references that keep the mutexes alive.
-  struct Held {
-    std::vector<std::shared_ptr<std::mutex>> refs;
-    std::vector<std::unique_lock<std::mutex>> locks;
-  };
-
-  Held lock_all(std::vector<std::string> keys) {
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    Held h;
-    {
-      std::lock_guard<std::mutex> g(locks_mu);
-      for (auto it = locks.begin(); it != locks.end();)
-        it = it->second.use_count() == 1 ? locks.erase(it) : std::next(it);
-      for (const auto& k : keys) {
-        auto& m = locks[k];
-        if (!m) m = std::make_shared<std::mutex>();
-        h.refs.push_back(m);
+  // ReclaimOnly: make room for each memory.max the plan lowers, in the
+  // plan's order, and write nothing else.
+  void reclaim_only(const OpPtr& op, size_t step, size_t change) {
+    for (; step < op->plan.size(); ++step, change = 0) {
+      const PlanStep& s = op->plan[step];
+      for (; change < s.changes.size(); ++change) {
+        if (!lowers_memory(s.changes[change])) continue;
+        const Bound& t = op->bound[s.target];
+        return shrink(op, t, s.changes[change].after, &op->rep, /*reclaim_only=*/true,
+                      [this, op, step, change](Result<void> r) {
+                        if (!r) {
+                          // Undo the clamps this op put on before it failed.
+                          std::string errors;
+                          for (const auto& rel : op->clamped)
+                            if (auto u = unclamp(rel); !u) errors += "; " + u.error().message;
+                          Error e = r.error();
+                          e.message += errors;
+                          return finish(op, Unexpected(std::move(e)));
+                        }
+                        reclaim_only(op, step, change + 1);
+                      });
       }
     }
-    // Sorted order: two resizes sharing cgroups cannot deadlock.
-    for (auto& m : h.refs) h.locks.emplace_back(*m);
-    return h;
+    finish(op, {});
   }
 
-  Result<ResizeReport> resize(const PodResizeRequest& req) {
-    std::vector<Bound> bound;
-    std::vector<K8sResources> desired;
-    if (req.pod) {
-      auto b = bind(req.pod->id, req.pod->cgroup_path, true);
-      if (!b) return Unexpected(b.error());
-      bound.push_back(std::move(*b));
-      desired.push_back(req.pod->desired);
-    }
-    for (const auto& c : req.containers) {
-      auto b = bind(c.id, c.cgroup_path, false);
-      if (!b) return Unexpected(b.error());
-      bound.push_back(std::move(*b));
-      desired.push_back(c.desired);
-    }
-    std::vector<std::string> keys;
-    for (const auto& b : bound) keys.push_back(b.loc.relpath);
-    auto held = lock_all(keys);
+  // A lowered memory.max: the shrink (cgroup/shrink.cc) on this op's sched.
+  HeldClamps held;
+  void shrink(const OpPtr& op, const Bound& t, const std::string& new_max, ResizeReport* rep, bool reclaim_only,
+              Cb cb) {
+    ShrinkContext ctx;
+    ctx.opts = &opts;
+    ctx.sched = op->sched;
+    ctx.write = [this, &t](const std::string& file, const std::string& value) { return write_attr(t, file, value); };
+    ctx.write_max = [this, &t](const std::string& value) { return set_attrs(t, {{"memory.max", value}}); };
+    ctx.journal = journal();
+    ctx.held = &held;
+    ctx.root_fd = root_fd.get();
+    ctx.rep = rep;
+    ctx.reclaim_only = reclaim_only;
+    ctx.clamped = &op->clamped;
+    ctx.keepalive = op;
+    shrink_memory(std::move(ctx), ShrinkCgroup{t.id, t.loc.relpath, &t.dir}, new_max, std::move(cb));
+  }
 
-    // Read current values under the lock, so the plan reflects the kernel.
-    std::vector<PlanTarget> targets;
-    for (size_t i = 0; i < bound.size(); ++i) {
-      const Bound& b = bound[i];
-      PlanTarget pt;
-      pt.id = b.id;
-      pt.is_pod = b.is_pod;
-      AttrValues want = attr_values(desired[i], b.is_pod ? opts.pod_formula : container_formula(),
-                                    b.loc.driver == DriverKind::Systemd);
-      auto rd = [&](const char* f, std::string* out) -> Result<void> {
-        auto v = b.dir.read_trimmed(f);
-        if (!v) return wrap(v, fmt::format("'{}'", b.id));
-        *out = std::move(*v);
-        return {};
-      };
-      if (want.cpu_weight) PODSHIM_TRY(rd("cpu.weight", &pt.cur_cpu_weight));
-      PODSHIM_TRY(rd("cpu.max", &pt.cur_cpu_max));
-      PODSHIM_TRY(rd("memory.max", &pt.cur_memory_max));
-      pt.want_cpu_weight = want.cpu_weight;
-      pt.want_cpu_max = want.cpu_max;
-      pt.want_memory_max = want.memory_max;
-      targets.push_back(std::move(pt));
-    }
-    std::vector<PlanStep> plan = plan_resize(targets);
-    ResizeReport rep;
-    if (plan.empty()) return rep;  // already applied: re-running is harmless
-
-    // No plan journal: every step leaves the cgroups in a state the kubelet's
-    // order makes safe (pod limits raised before container limits, lowered
-    // after), so a podshimd crash between steps leaves a consistent, partly
-    // applied resize that the retried request (the kubelet retries, the API
-    // client sees its connection drop) completes. Only a memory.high clamp
-    // is worth journaling: it is the one value no one else would undo.
-
-    for (size_t i = 0; i < plan.size(); ++i) {
-      const PlanStep& s = plan[i];
-      const Bound& t = bound[s.target];
-      size_t landed = 0;
-      auto r = apply_changes(t, s.changes, &rep, &landed);
-      if (!r) {
-        // Roll back in reverse: what landed of the failed step first (a batch
-        // of writes counts as landed only when all of it did), then every
-        // applied step.
-        std::string rollback_errors;
-        for (size_t j = i + 1; j-- > 0;) {
-          const Bound& u = bound[plan[j].target];
-          std::vector<AttrChange> undo = plan[j].changes;
-          if (j == i) undo.resize(landed);
-          if (undo.empty()) continue;
-          auto rb = apply_changes(u, reversed(undo), nullptr);
-          if (!rb) rollback_errors += fmt::format("; rollback of '{}' failed: {}", u.id, rb.error().message);
-        }
-        Error e = r.error();
-        e.message += rollback_errors;
-        return Unexpected(std::move(e));
+  // Restores the memory.high a ReclaimOnly resize clamped on `relpath`.
+  Result<void> unclamp(const std::string& relpath) {
+    auto h = held.get(relpath);
+    if (!h) return {};
+    if (h->dir) {
+      if (opts.before_write) {
+        // The seam sees the restore as it sees every write (ids are not kept
+        // with the clamp: the relpath stands in).
+        auto b = opts.before_write(relpath, "memory.high", h->prev_high);
+        if (!b) return wrap(b, fmt::format("'{}' memory.high", relpath));
       }
-      std::vector<StepReport> step_rep;
-      for (const auto& c : s.changes) step_rep.push_back({t.id, c.file, c.before, c.after});
-      rep.steps.insert(rep.steps.end(), step_rep.begin(), step_rep.end());
-      if (opts.after_step) opts.after_step(step_rep);
-      if (i == 0 && plan.size() > 1 && test_pause_after_step.count() > 0)
-        std::this_thread::sleep_for(test_pause_after_step);  // test seam
+      auto w = h->dir->write("memory.high", h->prev_high);
+      if (!w) return wrap(w, fmt::format("restoring memory.high of '{}'", relpath));
     }
-    return rep;
+    journal().drop(relpath);
+    held.erase(relpath);
+    return {};
+  }
+
+  Result<void> release(const std::vector<std::string>& paths) {
+    std::string errors;
+    for (const auto& p : paths) {
+      auto loc = resolve_cgroup_path(p, opts.driver);
+      if (!loc) {
+        errors += fmt::format("; '{}': {}", p, loc.error().message);
+        continue;
+      }
+      if (auto u = unclamp(loc->relpath); !u) errors += "; " + u.error().message;
+    }
+    if (!errors.empty()) return fail(EIO, "releasing memory.high clamps{}", errors);
+    return {};
+  }
+
+  // The in-place waiter of a blocking resize: runs the op's callbacks on
+  // the calling thread, sleeping until each one is due.
+  struct InPlace {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::pair<Clock::time_point, std::function<void()>>> q;
+    bool finished = false;
+    void after(ms d, std::function<void()> fn) {
+      std::lock_guard<std::mutex> l(mu);
+      q.emplace_back(Clock::now() + d, std::move(fn));
+      cv.notify_one();
+    }
+    void run() {
+      std::unique_lock<std::mutex> l(mu);
+      while (!finished) {
+        if (q.empty()) {
+          cv.wait(l);
+          continue;
+        }
+        auto it = std::min_element(q.begin(), q.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        if (it->first > Clock::now()) {
+          cv.wait_until(l, it->first);
+          continue;
+        }
+        auto fn = std::move(it->second);
+        q.erase(it);
+        l.unlock();
+        fn();
+        l.lock();
+      }
+    }
+  };
+
+  Result<ResizeReport> resize_blocking(const PodResizeRequest& req) {
+    auto w = std::make_shared<InPlace>();
+    auto op = std::make_shared<Op>();
+    op->sched = [w](ms d, std::function<void()> fn) { w->after(d, std::move(fn)); };
+    op->req = req;
+    std::optional<Result<ResizeReport>> out;
+    op->done = [w, &out](Result<ResizeReport> r) {
+      out = std::move(r);
+      std::lock_guard<std::mutex> l(w->mu);
+      w->finished = true;
+    };
+    submit(op);
+    w->run();
+    return std::move(*out);
+  }
+
+  // Guards the loop's callbacks against an engine destroyed before they run.
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  void resize_async(const PodResizeRequest& req, Done done) {
+    auto op = std::make_shared<Op>();
+    std::weak_ptr<bool> a = alive;
+    auto sched = opts.schedule;
+    op->sched = [a, sched](ms d, std::function<void()> fn) {
+      sched(d, [a, fn = std::move(fn)] {
+        if (a.lock()) fn();
+      });
+    };
+    op->req = req;
+    op->done = std::move(done);
+    submit(op);
   }
 
   WeightFormula container_formula() const { return opts.formulas ? opts.formulas->formula() : opts.formula; }
@@ -381,105 +533,10 @@ struct Engine::Impl {
   Result<Actual> read_actual(const std::string& path, WeightFormula f) {
     auto b = bind(path, path, false);
     if (!b) return Unexpected(b.error());
-    const CgroupDir& d = b->dir;
-    Actual a;
-    auto w = d.read_trimmed("cpu.weight");
-    if (!w) return Unexpected(w.error());
-    a.cpu_weight_raw = *w;
-    auto wv = str::parse_u64(*w);
-    if (!wv) return wrap(wv, "cpu.weight");
-    a.cpu_request_milli = weight_to_milli_cpu(*wv, f);
-    auto m = d.read_trimmed("cpu.max");
-    if (!m) return Unexpected(m.error());
-    a.cpu_max_raw = *m;
-    auto mv = parse_cpu_max(*m);
-    if (!mv) return Unexpected(mv.error());
-    if (mv->quota_us) a.cpu_limit_milli = quota_us_to_milli_cpu(*mv->quota_us, mv->period_us);
-    auto mm = d.read_trimmed("memory.max");
-    if (!mm) return Unexpected(mm.error());
-    a.memory_max_raw = *mm;
-    auto mmv = parse_memory_max(*mm);
-    if (!mmv) return Unexpected(mmv.error());
-    if (*mmv) a.memory_limit_bytes = static_cast<int64_t>(**mmv);
-    auto cur = d.read_u64("memory.current");
-    if (!cur) return Unexpected(cur.error());
-    a.memory_current = *cur;
-    auto st = d.read_keyed("memory.stat");
-    if (!st) return Unexpected(st.error());
-    auto get = [](const auto& m, std::string_view k) {
-      auto it = m.find(k);
-      return it == m.end() ? uint64_t{0} : it->second;
-    };
-    a.anon = get(*st, "anon");
-    a.file = get(*st, "file");
-    a.shmem = get(*st, "shmem");
-    auto ev = d.read_keyed("memory.events");
-    if (!ev) return Unexpected(ev.error());
-    a.oom = get(*ev, "oom");
-    a.oom_kill = get(*ev, "oom_kill");
-    a.events_max = get(*ev, "max");
-    a.events_high = get(*ev, "high");
-    return a;
+    return read_back(b->dir, f);
   }
 
-  Result<std::vector<std::string>> list_state(std::string_view prefix) {
-    int dfd = ::dup(state_fd.get());
-    if (dfd < 0) return fail_errno("dup");
-    DIR* dir = ::fdopendir(dfd);
-    if (!dir) {
-      ::close(dfd);
-      return fail_errno("reading state directory '{}'", opts.state_dir);
-    }
-    ::rewinddir(dir);
-    std::vector<std::string> out;
-    while (dirent* e = ::readdir(dir)) {
-      std::string n = e->d_name;
-      if (str::starts_with(n, prefix)) out.push_back(n);
-    }
-    ::closedir(dir);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  Result<void> recover() {
-    std::string errors;
-    // 1. memory.high clamps left by a crash mid-shrink.
-    auto clamps = list_state("clamp-");
-    if (!clamps) return Unexpected(clamps.error());
-    for (const auto& name : *clamps) {
-      auto body = fs::read_file_at(state_fd.get(), name);
-      auto lines = body ? str::split(*body, '\n') : std::vector<std::string_view>{};
-      if (lines.size() < 3 || lines[0] != kClampMagic) {
-        errors += fmt::format("; malformed clamp journal '{}'", name);
-        ::unlinkat(state_fd.get(), name.c_str(), 0);
-        continue;
-      }
-      std::string rel(lines[1]), high(lines[2]);
-      if (!fs::check_relative(rel) || !parse_memory_max(high)) {
-        errors += fmt::format("; invalid clamp journal '{}'", name);
-        ::unlinkat(state_fd.get(), name.c_str(), 0);
-        continue;
-      }
-      auto dir = CgroupDir::open(root_fd.get(), rel);
-      if (!dir) {
-        if (dir.error().code != ENOENT) {
-          errors += "; " + dir.error().message;
-          continue;
-        }
-      } else if (auto w = dir->write("memory.high", high); !w) {
-        errors += "; " + w.error().message;
-        continue;
-      }
-      ::unlinkat(state_fd.get(), name.c_str(), 0);
-    }
-    // 2. Plan journals written by podshim versions before the runtime became
-    // the source of truth: nothing to replay (see resize()), so drop them.
-    if (auto plans = list_state("plan-")) {
-      for (const auto& name : *plans) ::unlinkat(state_fd.get(), name.c_str(), 0);
-    }
-    if (!errors.empty()) return fail(EIO, "recovering cgroup state{}", errors);
-    return {};
-  }
+  Result<void> recover() { return journal().recover(root_fd.get()); }
 };
 
 
@@ -499,27 +556,24 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
   if (opts.shrink_timeout.count() <= 0 || opts.shrink_timeout > std::chrono::milliseconds(1900))
     return fail(EINVAL, "shrink timeout {} ms must be in (0, 1900] to stay under NRI's 2 s",
                 opts.shrink_timeout.count());
+  if (opts.settle.count() < 0 || opts.settle > std::chrono::milliseconds(1900))
+    return fail(EINVAL, "settle {} ms must be in [0, 1900]", opts.settle.count());
+  if (opts.shrink_tick.count() <= 0) return fail(EINVAL, "shrink tick {} ms must be positive", opts.shrink_tick.count());
+  if (!(opts.shrink_pressure_threshold >= 0 && opts.shrink_pressure_threshold <= 100))
+    return fail(EINVAL, "shrink pressure threshold {} must be a percentage in [0, 100]",
+                opts.shrink_pressure_threshold);
+  if (opts.shrink_growth_window.count() < 0)
+    return fail(EINVAL, "shrink growth window {} ms must not be negative", opts.shrink_growth_window.count());
   impl->opts = std::move(opts);
-  // Test seam (see Impl): unset or unparsable means no pause.
-  auto test_ms = [](const char* name) {
-    const char* v = std::getenv(name);
-    if (!v) return std::chrono::milliseconds(0);
-    auto n = str::parse_u64(v);
-    return std::chrono::milliseconds(n ? static_cast<int64_t>(std::min<uint64_t>(*n, 600000)) : 0);
-  };
-  impl->test_pause_after_clamp = test_ms("PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS");
-  impl->test_pause_after_step = test_ms("PODSHIM_TEST_PAUSE_AFTER_STEP_MS");
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-Result<ResizeReport> Engine::resize(const PodResizeRequest& req) { return impl_->resize(req); }
-// Interim: the timer-driven shrink and ReclaimOnly land with the engine split
-// (podshim issue 16); until then both run to completion in place.
-void Engine::resize(const PodResizeRequest& req, Done done) { done(impl_->resize(req)); }
-Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) {
-  (void)cgroup_paths;
-  return {};
+Result<ResizeReport> Engine::resize(const PodResizeRequest& req) { return impl_->resize_blocking(req); }
+void Engine::resize(const PodResizeRequest& req, Done done) {
+  if (!impl_->opts.schedule) return done(impl_->resize_blocking(req));
+  impl_->resize_async(req, std::move(done));
 }
+Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) { return impl_->release(cgroup_paths); }
 Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
 Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
 Result<void> Engine::recover() { return impl_->recover(); }

@@ -67,21 +67,48 @@ struct EngineOptions {
   // podshim matches it there lest the kubelet and podshim fight over the value.
   WeightFormula pod_formula = WeightFormula::Linear;
   std::string state_dir = "/var/lib/podshim";  // journal for memory.high clamps
-  std::chrono::milliseconds shrink_timeout{1000};  // well under NRI's 2 s
-  uint64_t shrink_headroom_bytes = 0;
+  // The whole budget of one memory shrink: reclaim, the settle watch under
+  // the memory.high clamp and the settle after the memory.max write. Well
+  // under NRI's 2 s request timeout (at most 1.9 s).
+  std::chrono::milliseconds shrink_timeout{1000};
+  // Room a shrink leaves between what the cgroup cannot give back (anon,
+  // shmem) or uses right after reclaim and the new limit. Not 0: the kernel
+  // charges in per-CPU batches (MEMCG_CHARGE_BATCH, 64 pages per CPU, in
+  // mm/memcontrol.c) and flushes memory.stat lazily, so a cgroup "just under"
+  // its limit by our reading can be over it by a few MiB by the time it next
+  // faults; a limit with no room at all turns the next allocation into a
+  // memcg OOM kill. 8 MiB covers a 32-CPU node's charge stock with room left.
+  uint64_t shrink_headroom_bytes = 8u << 20;
+  // Growth-aware admission: refuse a shrink when the least-squares trend of
+  // the cgroup's unreclaimable usage (anon + shmem, sampled while reclaiming
+  // and settling) would cross target - headroom within this window.
+  std::chrono::milliseconds shrink_growth_window{5000};
+  // Pressure-aware staged shrink: back off (restore memory.high) and refuse
+  // when the cgroup's memory PSI "some" stall share over the settle watch
+  // (from memory.pressure totals), in percent, exceeds this.
+  double shrink_pressure_threshold = 20.0;
+  // How often the shrink samples memory.current / memory.stat / PSI.
+  std::chrono::milliseconds shrink_tick{20};
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
+  // How long the sd-bus driver waits for systemd's SetUnitProperties reply
+  // (sd-bus's own default is 25 s); then the write fails with ErrorKind::Timeout.
+  std::chrono::milliseconds unit_call_timeout = kDefaultUnitCallTimeout;
 
   // Runs `fn` on the caller's event loop after `delay`. The shrink is a
   // timer-driven state machine on it, so a reclaim that takes a second never
   // blocks the loop. Unset: the engine waits in place (podshimctl, tests).
   std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)> schedule;
-  // How long after a memory write the engine keeps watching memory.events
-  // before it reports (a kill in that window is part of the outcome).
+  // How long a shrink watches the cgroup under the memory.high clamp before
+  // it writes memory.max, and again after the write before it reports (a
+  // kill in either window is part of the outcome). Both come out of
+  // shrink_timeout: each is at most a quarter of it.
   std::chrono::milliseconds settle{200};
 
-  // Test seams (tests/kernel crash tests hold a crash window open with
-  // these): pause after a memory.high clamp is written and journaled, and
-  // after the first step of a multi-step plan. Zero: no pause.
+  // Test seams (tests/kernel/crash holds a crash window open with these,
+  // through podshimd's debug: config section): pause after a memory.high
+  // clamp is written and journaled, and after the first step of a
+  // multi-step plan. Zero: no pause. Waits on `schedule` like every other
+  // wait of the engine.
   std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 
   // Test seams. before_write runs before every attribute write (including
@@ -115,6 +142,10 @@ struct ResizeReport {
   // Highest memory PSI avg10 seen while shrinking (percent), and the usage
   // growth rate measured while reclaiming (bytes/s, negative: shrinking).
   double psi_some_avg10 = 0, psi_full_avg10 = 0;
+  // The share of the settle watch (percent) during which some / all tasks of
+  // the cgroup stalled on memory (memory.pressure totals): what the pressure
+  // threshold is compared with. Highest over the cgroups shrunk.
+  double psi_some_window = 0, psi_full_window = 0;
   int64_t growth_bytes_per_sec = 0;
   std::chrono::milliseconds duration{0};
   bool killed() const {
@@ -140,8 +171,12 @@ struct ShrinkRefusal {
   std::string id;
   uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;
   ShrinkWhy why = ShrinkWhy::Usage;
-  int64_t growth_bytes_per_sec = 0;  // Growth
+  int64_t growth_bytes_per_sec = 0;  // Growth (and measured for every why)
   double psi_some_avg10 = 0, psi_full_avg10 = 0;  // Pressure
+  double psi_some_window = 0, psi_full_window = 0;  // Pressure: the figure compared
+  double pressure_threshold = 0;  // Pressure
+  std::chrono::milliseconds growth_window{0};  // Growth
+  std::chrono::milliseconds elapsed{0};  // Timeout: how long reclaim ran
 };
 // The refusal as an Error, its message in the kubelet's words
 // ("memory limit (N) below current usage (M)", pkg/kubelet/kuberuntime
@@ -155,10 +190,17 @@ class Engine {
 
   using Done = std::function<void(Result<ResizeReport>)>;
   // Plans and executes with shrink safety and rollback. Resizes of the same
-  // cgroup never interleave. With opts.schedule set, returns at once and
-  // calls `done` from the loop; otherwise `done` runs before it returns.
+  // cgroup never interleave: a second one waits its turn in a queue (FIFO
+  // per cgroup), without blocking the loop. With opts.schedule set, returns
+  // at once and calls `done` from the loop; otherwise `done` runs before it
+  // returns. opts.schedule is only ever called from the thread that runs the
+  // loop, unless blocking resize() calls on other threads share cgroups
+  // with asynchronous ones (a finished blocking resize hands its cgroups on).
   void resize(const PodResizeRequest& req, Done done);
-  // The same, waiting in place (podshimctl, tests, the benchmarks).
+  // The same, waiting in place (podshimctl, tests, the benchmarks): the same
+  // state machine, its timers run by a waiter on the calling thread. Do not
+  // call it on the loop thread while asynchronous resizes of the same
+  // cgroups may be queued (it would wait for them on their own loop).
   Result<ResizeReport> resize(const PodResizeRequest& req);
   // Restores the memory.high clamps a ReclaimOnly resize left on these
   // cgroups (paths as in ResizeTarget), after the runtime's write landed or

@@ -10,6 +10,7 @@ namespace {
 
 class SdBusUnitManager final : public UnitManager {
  public:
+  explicit SdBusUnitManager(std::chrono::microseconds timeout) : timeout_(timeout) {}
   ~SdBusUnitManager() override {
     if (bus_) sd_bus_flush_close_unref(bus_);
   }
@@ -46,10 +47,16 @@ class SdBusUnitManager final : public UnitManager {
       cleanup();
       return fail_code(-r, "building SetUnitProperties for '{}'", unit);
     }
-    r = sd_bus_call(bus_, m, 0, &error, &reply);
+    r = sd_bus_call(bus_, m, static_cast<uint64_t>(timeout_.count()), &error, &reply);
     if (r < 0) {
       auto e = fail(-r, "SetUnitProperties on '{}': {}", unit,
                     error.message ? error.message : errno_string(-r));
+      if (r == -ETIMEDOUT) {
+        e = Unexpected(Error{ETIMEDOUT,
+                             fmt::format("SetUnitProperties on '{}': no reply from systemd within {} ms", unit,
+                                         timeout_.count() / 1000),
+                             ErrorKind::Timeout});
+      }
       cleanup();
       return e;
     }
@@ -60,10 +67,14 @@ class SdBusUnitManager final : public UnitManager {
  private:
   std::mutex mu_;
   sd_bus* bus_ = nullptr;
+  std::chrono::microseconds timeout_;
 };
 
 }  // namespace
 
-std::shared_ptr<UnitManager> make_sdbus_unit_manager() { return std::make_shared<SdBusUnitManager>(); }
+std::shared_ptr<UnitManager> make_sdbus_unit_manager(std::chrono::microseconds call_timeout) {
+  return std::make_shared<SdBusUnitManager>(call_timeout);
+}
+std::shared_ptr<UnitManager> make_sdbus_unit_manager() { return make_sdbus_unit_manager(kDefaultUnitCallTimeout); }
 
 }  // namespace podshim::cgroup

@@ -3,6 +3,7 @@
 // tests use a recording fake.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,7 +35,12 @@ class UnitManager {
 };
 
 // Connects to the system bus lazily, on the first call (systemd_bus.cc).
-std::shared_ptr<UnitManager> make_sdbus_unit_manager();
+// Each call waits at most `call_timeout` for systemd's reply instead of
+// sd-bus's default of 25 s (sd_bus_call with usec 0), and then fails with
+// ErrorKind::Timeout: a resize has NRI's 2 s in all.
+inline constexpr std::chrono::milliseconds kDefaultUnitCallTimeout{1000};
+std::shared_ptr<UnitManager> make_sdbus_unit_manager(std::chrono::microseconds call_timeout);
+std::shared_ptr<UnitManager> make_sdbus_unit_manager();  // kDefaultUnitCallTimeout
 
 // The unit properties that correspond to one cgroup attribute write, the way
 // runc's systemd driver maps them (opencontainers/cgroups systemd/v2.go):

@@ -123,7 +123,7 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
   if (!root || root.IsNull()) return c;  // an empty file means all defaults
   PODSHIM_TRY(check_keys(ctx, root, "",
                          {"log_level", "socket", "access", "http", "state_dir", "cgroup", "node",
-                          "nri", "cdi", "selinux", "hook", "metrics", "readback"}));
+                          "nri", "cdi", "selinux", "hook", "metrics", "readback", "debug"}));
   if (auto n = root["log_level"]) {
     auto s = scalar(ctx, n, "log_level");
     if (!s) return Unexpected(s.error());
@@ -192,7 +192,9 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
   }
   if (auto n = root["cgroup"]) {
     PODSHIM_TRY(check_keys(ctx, n, "cgroup",
-                           {"root", "driver", "weight_formula", "shrink_timeout_ms", "shrink_headroom"}));
+                           {"root", "driver", "weight_formula", "shrink_timeout_ms", "shrink_headroom",
+                            "shrink_settle_ms", "shrink_growth_window_ms", "shrink_pressure_threshold",
+                            "systemd_call_timeout_ms"}));
     if (n["root"]) {
       auto p = abs_path(ctx, n["root"], "cgroup.root");
       if (!p) return Unexpected(p.error());
@@ -225,6 +227,40 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
       auto b = parse_memory_bytes(*s);
       if (!b) return ctx.err("'cgroup.shrink_headroom': {}", b.error().message);
       c.shrink_headroom_bytes = static_cast<uint64_t>(*b);
+    }
+    if (n["shrink_settle_ms"]) {
+      auto v = number(ctx, n["shrink_settle_ms"], "cgroup.shrink_settle_ms", 1900);
+      if (!v) return Unexpected(v.error());
+      c.shrink_settle = std::chrono::milliseconds(*v);
+    }
+    if (n["shrink_growth_window_ms"]) {
+      auto v = number(ctx, n["shrink_growth_window_ms"], "cgroup.shrink_growth_window_ms", 3600000);
+      if (!v) return Unexpected(v.error());
+      c.shrink_growth_window = std::chrono::milliseconds(*v);
+    }
+    if (n["shrink_pressure_threshold"]) {
+      auto v = number(ctx, n["shrink_pressure_threshold"], "cgroup.shrink_pressure_threshold", 100);
+      if (!v) return Unexpected(v.error());
+      c.shrink_pressure_threshold = static_cast<double>(*v);
+    }
+    if (n["systemd_call_timeout_ms"]) {
+      auto v = number(ctx, n["systemd_call_timeout_ms"], "cgroup.systemd_call_timeout_ms", 1900);
+      if (!v) return Unexpected(v.error());
+      if (*v == 0) return ctx.err("'cgroup.systemd_call_timeout_ms' must be at least 1");
+      c.systemd_call_timeout = std::chrono::milliseconds(*v);
+    }
+  }
+  if (auto n = root["debug"]) {
+    PODSHIM_TRY(check_keys(ctx, n, "debug", {"test_pause_after_clamp_ms", "test_pause_after_step_ms"}));
+    if (n["test_pause_after_clamp_ms"]) {
+      auto v = number(ctx, n["test_pause_after_clamp_ms"], "debug.test_pause_after_clamp_ms", 600000);
+      if (!v) return Unexpected(v.error());
+      c.test_pause_after_clamp = std::chrono::milliseconds(*v);
+    }
+    if (n["test_pause_after_step_ms"]) {
+      auto v = number(ctx, n["test_pause_after_step_ms"], "debug.test_pause_after_step_ms", 600000);
+      if (!v) return Unexpected(v.error());
+      c.test_pause_after_step = std::chrono::milliseconds(*v);
     }
   }
   if (auto n = root["node"]) {

@@ -62,8 +62,13 @@ struct Config {
   // auto: learn the container runtime's shares→cpu.weight formula from the
   // weights it wrote (cgroup/convert.h WeightFormulaTracker).
   cgroup::WeightFormulaSetting weight_formula = cgroup::WeightFormulaSetting::Auto;
-  std::chrono::milliseconds shrink_timeout{1000};
-  uint64_t shrink_headroom_bytes = 0;
+  // Defaults and meaning: cgroup::EngineOptions (one default per setting).
+  std::chrono::milliseconds shrink_timeout = cgroup::EngineOptions{}.shrink_timeout;
+  uint64_t shrink_headroom_bytes = cgroup::EngineOptions{}.shrink_headroom_bytes;
+  std::chrono::milliseconds shrink_settle = cgroup::EngineOptions{}.settle;
+  std::chrono::milliseconds shrink_growth_window = cgroup::EngineOptions{}.shrink_growth_window;
+  double shrink_pressure_threshold = cgroup::EngineOptions{}.shrink_pressure_threshold;
+  std::chrono::milliseconds systemd_call_timeout = cgroup::EngineOptions{}.unit_call_timeout;
 
   // node: unset → the machine's (online CPUs, MemTotal)
   std::optional<int64_t> allocatable_cpu_milli;
@@ -96,6 +101,9 @@ struct Config {
   std::chrono::microseconds readback_slice_budget{2000};  // loop time per slice
   size_t readback_fd_cache = 256;  // containers whose attribute fds stay open
   bool repair_drift = false;       // rewrite the allocated values on drift
+  // debug: test seams of the cgroup engine (tests/kernel/crash holds a
+  // crash window open with them); zero, the default, is off.
+  std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 };
 
 // Parses YAML text; `source` names it in errors ("config.yaml: unknown key

@@ -15,6 +15,12 @@ cgroup::EngineOptions engine_options(const Config& cfg,
   o.shrink_timeout = cfg.shrink_timeout;
   o.shrink_headroom_bytes = cfg.shrink_headroom_bytes;
   o.schedule = std::move(schedule);
+  o.settle = cfg.shrink_settle;
+  o.shrink_growth_window = cfg.shrink_growth_window;
+  o.shrink_pressure_threshold = cfg.shrink_pressure_threshold;
+  o.unit_call_timeout = cfg.systemd_call_timeout;
+  o.test_pause_after_clamp = cfg.test_pause_after_clamp;
+  o.test_pause_after_step = cfg.test_pause_after_step;
   return o;
 }
 

@@ -3,7 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -28,6 +33,9 @@ class EngineTest : public ::testing::Test {
     o.cgroup_root = tree.cg_root();
     o.state_dir = tree.state();
     o.shrink_timeout = std::chrono::milliseconds(30);
+    o.settle = std::chrono::milliseconds(4);
+    o.shrink_tick = std::chrono::milliseconds(1);
+    o.shrink_headroom_bytes = 0;  // exact figures; the default is tested on its own
     o.before_write = [this](const std::string& id, const std::string& file,
                             const std::string& value) -> Result<void> {
       std::lock_guard<std::mutex> l(mu);
@@ -130,8 +138,13 @@ TEST_F(EngineTest, RollbackInReverseWhenAWriteFailsMidway) {
       "a:cpu.max=100000 100000", "pod:cpu.weight=79", "pod:cpu.max=200000 100000",
       "b:memory.max=" + std::to_string(200 * kMi), "a:memory.max=" + std::to_string(200 * kMi),
       "pod:memory.max=" + std::to_string(400 * kMi)};
-  ASSERT_GE(writes.size(), expect_tail.size());
-  std::vector<std::string> tail(writes.end() - expect_tail.size(), writes.end());
+  // Each lowering of memory.max is staged under a memory.high clamp; the
+  // order of the limits themselves is what this test checks.
+  std::vector<std::string> limits;
+  for (const auto& w : writes)
+    if (w.find(":memory.high=") == std::string::npos) limits.push_back(w);
+  ASSERT_GE(limits.size(), expect_tail.size());
+  std::vector<std::string> tail(limits.end() - expect_tail.size(), limits.end());
   EXPECT_EQ(tail, expect_tail);
   EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
 }
@@ -207,7 +220,8 @@ TEST_F(EngineTest, ShrinkReclaimsPageCacheThenApplies) {
       clamp_seen = tree.get("kubepods/c1", "memory.high") == std::to_string(32 * kMi);
       for (auto& f : std::filesystem::directory_iterator(tree.state() + "/cgroup"))
         if (f.path().filename().string().rfind("clamp-", 0) == 0) journal_copy = f.path();
-      EXPECT_EQ(value, std::to_string(100 * kMi - 32 * kMi));
+      // The excess, in chunks of at most 64 MiB (one write per tick).
+      EXPECT_EQ(value, std::to_string(std::min<int64_t>(100 * kMi - 32 * kMi, 64 * kMi)));
       tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));  // "reclaimed"
     }
   };
@@ -354,6 +368,7 @@ TEST_F(EngineTest, SystemdDriverSetsPropertiesThenFiles) {
 
 TEST_F(EngineTest, SameContainerResizesDoNotInterleave) {
   tree.add("kubepods/c1");
+  paths["c1"] = "kubepods/c1";  // the fake truncates before each write
   auto e = engine(options());
   std::atomic<int> inside{0};
   std::atomic<int> max_inside{0};
@@ -371,11 +386,390 @@ TEST_F(EngineTest, SameContainerResizesDoNotInterleave) {
       PodResizeRequest req;
       req.containers.push_back(ResizeTarget{"c1", "/kubepods/c1",
                                             {std::nullopt, std::nullopt, std::nullopt, (100 + i) * kMi}});
-      EXPECT_TRUE(e->resize(req));
+      auto r = e->resize(req);
+      EXPECT_TRUE(r) << r.error().message;
     });
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(max_inside.load(), 1);
+}
+
+// A stand-in for podshimd's event loop: runs scheduled callbacks in due
+// order on the test thread; `before_each` lets a test move the fake kernel's
+// files along with time (a workload that grows, pressure that builds).
+class Loop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void after(std::chrono::milliseconds d, std::function<void()> fn) {
+    q_.emplace_back(Clock::now() + d, std::move(fn));
+    ++scheduled;
+  }
+  std::function<void(std::chrono::milliseconds, std::function<void()>)> scheduler() {
+    return [this](std::chrono::milliseconds d, std::function<void()> fn) { after(d, std::move(fn)); };
+  }
+  // Runs until `until` holds or nothing is left; false on a 10 s safety stop.
+  bool run(const std::function<bool()>& until) {
+    auto stop = Clock::now() + std::chrono::seconds(10);
+    while (!until() && !q_.empty()) {
+      if (Clock::now() > stop) return false;
+      auto it = std::min_element(q_.begin(), q_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (it->first > Clock::now()) std::this_thread::sleep_until(it->first);
+      auto fn = std::move(it->second);
+      q_.erase(it);
+      if (before_each) before_each(std::chrono::duration<double>(Clock::now() - t0).count());
+      fn();
+      ++ran;
+    }
+    return true;
+  }
+  std::function<void(double seconds)> before_each;
+  Clock::time_point t0 = Clock::now();
+  int scheduled = 0, ran = 0;
+
+ private:
+  std::vector<std::pair<Clock::time_point, std::function<void()>>> q_;
+};
+
+TEST_F(EngineTest, AsyncResizeReturnsAtOnceAndQueuesTheSameCgroup) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.add("kubepods/c2", std::to_string(256 * kMi));
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.shrink_timeout = std::chrono::milliseconds(1000);  // room for a loaded machine
+  auto e = engine(o);
+  int reclaims = 0;
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    // Usage falls by 20 MiB per reclaim write: several loop turns.
+    if (file == "memory.reclaim") {
+      ++reclaims;
+      tree.set("kubepods/c1", "memory.current", std::to_string((100 - 20 * reclaims) * kMi));
+    }
+  };
+  std::vector<std::string> order;
+  PodResizeRequest shrink_req;
+  shrink_req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  PodResizeRequest cpu_req;
+  cpu_req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, 1000, std::nullopt, 32 * kMi}));
+  PodResizeRequest other;
+  other.containers.push_back(target("c2", "kubepods/c2", {std::nullopt, 500, std::nullopt, std::nullopt}));
+  e->resize(shrink_req, [&](Result<ResizeReport> r) {
+    EXPECT_TRUE(r) << r.error().message;
+    order.push_back("shrink");
+  });
+  e->resize(cpu_req, [&](Result<ResizeReport> r) {
+    EXPECT_TRUE(r) << r.error().message;
+    order.push_back("cpu");
+  });
+  e->resize(other, [&](Result<ResizeReport> r) {
+    EXPECT_TRUE(r) << r.error().message;
+    order.push_back("other");
+  });
+  // Inside resize() only what needs no wait ran: c2's cpu write completed
+  // at once; the shrink started and waits for the loop; c1's cpu resize waits
+  // for the shrink.
+  ASSERT_EQ(order.size(), 1u);
+  EXPECT_EQ(order[0], "other");
+  EXPECT_EQ(std::count(writes.begin(), writes.end(), "c1:cpu.max=100000 100000"), 0);
+  ASSERT_TRUE(loop.run([&] { return order.size() == 3; }));
+  // c2 does not wait for c1; c1's second resize waits for its first.
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0], "other");
+  EXPECT_EQ(order[1], "shrink");
+  EXPECT_EQ(order[2], "cpu");
+  EXPECT_GE(reclaims, 4);
+  EXPECT_GT(loop.ran, reclaims);  // each reclaim chunk a loop turn of its own
+  // The cpu write of the second resize came after the shrink's memory.max.
+  auto pos = [&](const std::string& w) { return std::find(writes.begin(), writes.end(), w) - writes.begin(); };
+  EXPECT_LT(pos("c1:memory.max=" + std::to_string(32 * kMi)), pos("c1:cpu.max=100000 100000"));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.max"), "100000 100000");
+}
+
+TEST_F(EngineTest, ReportCarriesMemoryEventsDeltasOfEveryTarget) {
+  tree.add("kubepods/pod1", std::to_string(512 * kMi));
+  tree.add("kubepods/pod1/c1", std::to_string(256 * kMi), "max 100000", "100", 40 * kMi, 30 * kMi, 10 * kMi);
+  tree.set("kubepods/pod1/c1", "memory.events", "low 0\nhigh 7\nmax 2\noom 1\noom_kill 1\n");
+  auto e = engine(options());
+  hook = [&](const std::string& id, const std::string& file, const std::string&) {
+    // The kernel OOM-kills in the settle after the write (the workload's own
+    // fault): counters move on the container, not on the pod.
+    if (id == "c1" && file == "memory.max")
+      tree.set("kubepods/pod1/c1", "memory.events", "low 0\nhigh 9\nmax 5\noom 3\noom_kill 2\n");
+  };
+  PodResizeRequest req;
+  req.pod = target("pod", "kubepods/pod1", {std::nullopt, std::nullopt, std::nullopt, 400 * kMi});
+  req.containers.push_back(target("c1", "kubepods/pod1/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->events.count("c1"), 1u);
+  ASSERT_EQ(r->events.count("pod"), 1u);
+  EXPECT_EQ(r->events.at("c1"), (MemoryEvents{2, 1, 2, 3}));
+  EXPECT_EQ(r->events.at("pod"), MemoryEvents{});
+  EXPECT_TRUE(r->killed());
+  EXPECT_GT(r->duration.count(), 0);
+}
+
+// A workload whose anon memory grows at `rate` bytes/s from `base`.
+struct Growth {
+  FakeTree* tree;
+  std::string rel;
+  double base, rate, file = 0;
+  void operator()(double sec) const {
+    auto anon = static_cast<uint64_t>(base + rate * sec);
+    tree->set_stat(rel, anon, static_cast<uint64_t>(file), 0);
+    tree->set(rel, "memory.current", std::to_string(anon + static_cast<uint64_t>(file)));
+  }
+};
+
+TEST_F(EngineTest, GrowthRefusedWithTheRate) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 30 * kMi, 0);
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(80);
+  o.shrink_tick = std::chrono::milliseconds(5);
+  auto e = engine(o);
+  // +5 MiB per 100 ms, from 30 MiB, shrunk to 100 MiB: under the target now,
+  // over it in 1.4 s — well inside the 5 s window.
+  loop.before_each = Growth{&tree, "kubepods/c1", 30.0 * kMi, 50.0 * kMi};
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out);
+  ASSERT_FALSE(*out);
+  const Error& err = out->error();
+  ASSERT_EQ(err.kind, ErrorKind::ShrinkRefused) << err.message;
+  const auto* d = err.payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->why, ShrinkWhy::Growth);
+  EXPECT_GT(d->growth_bytes_per_sec, 35 * kMi) << d->growth_bytes_per_sec;
+  EXPECT_LT(d->growth_bytes_per_sec, 65 * kMi) << d->growth_bytes_per_sec;
+  EXPECT_NE(err.message.find("usage grows "), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find(" MiB/s"), std::string::npos) << err.message;
+  // Staged: memory.high went to the target and came back; memory.max untouched.
+  EXPECT_NE(std::find(writes.begin(), writes.end(), "c1:memory.high=" + std::to_string(100 * kMi)), writes.end());
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, SlowGrowthAndGrowingPageCacheAreApplied) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 20 * kMi, 10 * kMi);
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(80);
+  o.shrink_tick = std::chrono::milliseconds(5);
+  auto e = engine(o);
+  // anon +1 MiB/s (5 MiB over the window: fits under 100 MiB); page cache
+  // +40 MiB/s (reclaimable: no reason to refuse).
+  Growth g{&tree, "kubepods/c1", 20.0 * kMi, 1.0 * kMi, 10.0 * kMi};
+  loop.before_each = [&](double sec) {
+    g.file = 10.0 * kMi + 40.0 * kMi * sec;
+    g(sec);
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out && *out) << out->error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(100 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+  EXPECT_GT((*out)->growth_bytes_per_sec, 0);
+  EXPECT_LT((*out)->growth_bytes_per_sec, 3 * kMi);
+}
+
+TEST_F(EngineTest, PressureUnderTheClampBacksOffWithTheFigure) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 40 * kMi, 20 * kMi);
+  tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(80);
+  o.shrink_tick = std::chrono::milliseconds(5);
+  o.shrink_pressure_threshold = 25;
+  auto e = engine(o);
+  // Once memory.high is at the target, tasks stall 60% of the time.
+  std::optional<std::chrono::steady_clock::time_point> clamped_at;
+  hook = [&](const std::string&, const std::string& file, const std::string& value) {
+    if (file == "memory.high" && value == std::to_string(64 * kMi)) clamped_at = std::chrono::steady_clock::now();
+  };
+  loop.before_each = [&](double) {
+    if (!clamped_at) return;
+    auto us = static_cast<uint64_t>(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - *clamped_at).count());
+    tree.set_pressure("kubepods/c1", us * 6 / 10, us * 3 / 10, 12.5, 4.0);
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 64 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out);
+  ASSERT_FALSE(*out);
+  const Error& err = out->error();
+  ASSERT_EQ(err.kind, ErrorKind::ShrinkRefused) << err.message;
+  const auto* d = err.payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->why, ShrinkWhy::Pressure);
+  EXPECT_GT(d->psi_some_window, 25.0);
+  EXPECT_LE(d->psi_some_window, 100.0);
+  EXPECT_DOUBLE_EQ(d->psi_some_avg10, 12.5);
+  EXPECT_NE(err.message.find("memory pressure some "), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("threshold 25.0%"), std::string::npos) << err.message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));  // backed off
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, NoPressureAppliesAndReportsWhatItSaw) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 40 * kMi, 20 * kMi);
+  tree.set_pressure("kubepods/c1", 1000, 0, 0.5, 0.0);
+  auto o = options();
+  o.settle = std::chrono::milliseconds(20);
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 64 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(64 * kMi));
+  EXPECT_DOUBLE_EQ(r->psi_some_avg10, 0.5);
+  EXPECT_EQ(r->psi_some_window, 0.0);
+  EXPECT_GE(r->duration.count(), 2 * 5);  // watch + settle, each min(settle, timeout / 4) = 7 ms
+}
+
+TEST_F(EngineTest, DefaultHeadroomRefusesAShrinkWithNoRoom) {
+  EXPECT_EQ(EngineOptions{}.shrink_headroom_bytes, static_cast<uint64_t>(8 * kMi));
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 60 * kMi, 0);
+  auto o = options();
+  o.shrink_headroom_bytes = EngineOptions{}.shrink_headroom_bytes;
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 64 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  const auto* d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Usage);
+  req.containers[0].desired.memory_limit_bytes = 72 * kMi;
+  ASSERT_TRUE(e->resize(req));
+}
+
+TEST_F(EngineTest, ReclaimTimeoutNamesTheReason) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  auto e = engine(options());  // memory.current never drops in the fake
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  const auto* d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Timeout);
+  EXPECT_NE(r.error().message.find("after reclaiming for "), std::string::npos) << r.error().message;
+}
+
+TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "50000 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
+  auto e = engine(options());
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file == "memory.reclaim") tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));
+  };
+  PodResizeRequest req;
+  req.mode = WriteMode::ReclaimOnly;
+  req.containers.push_back(target("c1", "kubepods/c1", {500, 2000, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  // Room made, the clamp held and journaled; the runtime writes the limits.
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(32 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.max"), "50000 100000");
+  EXPECT_EQ(tree.get("kubepods/c1", "cpu.weight"), "100");
+  for (const auto& w : writes)
+    EXPECT_TRUE(w.find(":memory.high=") != std::string::npos || w.find(":memory.reclaim=") != std::string::npos) << w;
+  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_EQ(r->bytes_reclaimed, 0u);  // memory.max is the runtime's write
+  ASSERT_EQ(r->steps.size(), 1u);
+  EXPECT_EQ(r->steps[0].file, "memory.high");
+  // A second ReclaimOnly resize while the clamp is held keeps the cgroup's own value.
+  req.containers[0].desired.memory_limit_bytes = 30 * kMi;
+  ASSERT_TRUE(e->resize(req));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(30 * kMi));
+  // A third one that is refused leaves the held clamp as it was.
+  hook = nullptr;
+  tree.set("kubepods/c1", "memory.current", std::to_string(40 * kMi));
+  req.containers[0].desired.memory_limit_bytes = 16 * kMi;
+  auto refused = e->resize(req);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::ShrinkRefused) << refused.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(30 * kMi));
+  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  // The runtime wrote memory.max; release restores memory.high and drops the journal.
+  tree.set("kubepods/c1", "memory.max", std::to_string(30 * kMi));
+  ASSERT_TRUE(e->release({"/kubepods/c1", "/kubepods/unknown"}));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_FALSE(e->release({"../etc"}));  // a bad path is named, not ignored
+}
+
+TEST_F(EngineTest, ReclaimOnlyClampLeftByACrashIsUndoneByRecover) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file == "memory.reclaim") tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));
+  };
+  {
+    auto e = engine(options());
+    PodResizeRequest req;
+    req.mode = WriteMode::ReclaimOnly;
+    req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+    ASSERT_TRUE(e->resize(req));
+  }  // podshimd dies before the runtime's write lands: no release()
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(32 * kMi));
+  auto e = engine(options());
+  ASSERT_TRUE(e->recover());
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, ReclaimOnlyRefusalRestoresTheClamp) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  auto e = engine(options());  // never reclaims: Timeout
+  PodResizeRequest req;
+  req.mode = WriteMode::ReclaimOnly;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::ShrinkRefused);
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+}
+
+TEST_F(EngineTest, TestPausesComeFromTheOptionsAndWaitOnTheLoop) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 40 * kMi, 30 * kMi, 10 * kMi);
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.test_pause_after_clamp = std::chrono::milliseconds(60);
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 64 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  // During the pause the clamp is on and journaled, and the loop is free.
+  ASSERT_TRUE(loop.run([&] { return tree.get("kubepods/c1", "memory.high") == std::to_string(64 * kMi); }));
+  EXPECT_FALSE(out);
+  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out && *out) << out->error().message;
+  EXPECT_GE((*out)->duration.count(), 60);
 }
 
 TEST(AttrValues, WeightFollowsLimitWhenRequestUnset) {

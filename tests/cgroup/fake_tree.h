@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,18 @@ class FakeTree {
     set(rel, "memory.reclaim", "");
     set_stat(rel, anon, file, 0);
     set(rel, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+    set_pressure(rel, 0, 0);
+  }
+  // memory.pressure with the given stall totals (µs), averages zero.
+  void set_pressure(const std::string& rel, uint64_t some_total_us, uint64_t full_total_us,
+                    double some_avg10 = 0, double full_avg10 = 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "some avg10=%.2f avg60=0.00 avg300=0.00 total=%llu\n"
+                  "full avg10=%.2f avg60=0.00 avg300=0.00 total=%llu\n",
+                  some_avg10, static_cast<unsigned long long>(some_total_us), full_avg10,
+                  static_cast<unsigned long long>(full_total_us));
+    set(rel, "memory.pressure", buf);
   }
   void set_stat(const std::string& rel, uint64_t anon, uint64_t file, uint64_t shmem) {
     std::ostringstream s;

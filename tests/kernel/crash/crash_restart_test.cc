@@ -2,7 +2,8 @@
 // kernel, inside the qemu guest (tests/vm/vm-run): podshimd --nri=off owns the
 // guest's /sys/fs/cgroup; real processes run in a pod's container cgroups;
 // podshimd is killed with SIGKILL at a known point of a resize (the engine's
-// PODSHIM_TEST_PAUSE_AFTER_* seam holds the window open), restarted, and the
+// test_pause_after_* seams, set through the debug: config section, hold
+// the window open), restarted, and the
 // kernel's files and podshimd's journal and state are checked:
 //   (a) killed while memory.high is clamped mid-shrink → the clamp is
 //       repaired and memory.max is the value the journal implies;
@@ -154,11 +155,10 @@ class CrashRestart : public ::testing::Test {
     state_ = dir_ + "/state";
     sock_ = dir_ + "/podshim.sock";
     ASSERT_EQ(system(("mkdir -p " + state_).c_str()), 0);
-    ASSERT_TRUE(put(dir_ + "/config.yaml",
-                    "log_level: debug\n"
-                    "state_dir: " + state_ + "\n"
-                    "socket:\n  path: " + sock_ + "\n"
-                    "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  shrink_timeout_ms: 1500\n"));
+    config_ = "log_level: debug\n"
+              "state_dir: " + state_ + "\n"
+              "socket:\n  path: " + sock_ + "\n"
+              "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  shrink_timeout_ms: 1500\n";
     pod_ = "kubepods/burstable/pod" + uid_;
     std::string rel;
     for (const std::string& part : {std::string("kubepods"), std::string("burstable"), "pod" + uid_}) {
@@ -196,14 +196,15 @@ class CrashRestart : public ::testing::Test {
 
   // Starts podshimd --nri=off; `pause` sets the engine's crash-window seam.
   void start_daemon(bool pause) {
+    // The crash-window seams go through podshimd's configuration.
+    ASSERT_TRUE(put(dir_ + "/config.yaml",
+                    config_ + (pause ? std::string("debug:\n  test_pause_after_clamp_ms: ") + kPauseMs +
+                                                   "\n  test_pause_after_step_ms: " + kPauseMs + "\n"
+                                     : std::string())));
     daemon_ = fork();
     if (daemon_ == 0) {
       int log = open((dir_ + "/podshimd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (log >= 0) dup2(log, STDERR_FILENO);
-      if (pause) {
-        setenv("PODSHIM_TEST_PAUSE_AFTER_CLAMP_MS", kPauseMs, 1);
-        setenv("PODSHIM_TEST_PAUSE_AFTER_STEP_MS", kPauseMs, 1);
-      }
       execl(podshimd_.c_str(), "podshimd", "--nri=off", "--config", (dir_ + "/config.yaml").c_str(), nullptr);
       _exit(127);
     }
@@ -293,7 +294,7 @@ class CrashRestart : public ::testing::Test {
   }
 
   static inline int counter_ = 0;
-  std::string podshimd_, podshimctl_, uid_, dir_, state_, sock_, pod_;
+  std::string podshimd_, podshimctl_, uid_, dir_, state_, sock_, pod_, config_;
   pid_t daemon_ = -1;
   std::vector<pid_t> workloads_;
 };

@@ -132,6 +132,12 @@ TEST(Config, DocumentedExampleIsTheDefaults) {
   EXPECT_EQ(c->weight_formula, d.weight_formula);
   EXPECT_EQ(c->shrink_timeout, d.shrink_timeout);
   EXPECT_EQ(c->shrink_headroom_bytes, d.shrink_headroom_bytes);
+  EXPECT_EQ(c->shrink_settle, d.shrink_settle);
+  EXPECT_EQ(c->shrink_growth_window, d.shrink_growth_window);
+  EXPECT_EQ(c->shrink_pressure_threshold, d.shrink_pressure_threshold);
+  EXPECT_EQ(c->systemd_call_timeout, d.systemd_call_timeout);
+  EXPECT_EQ(c->test_pause_after_clamp, d.test_pause_after_clamp);
+  EXPECT_EQ(c->test_pause_after_step, d.test_pause_after_step);
   EXPECT_EQ(c->allocatable_cpu_milli, d.allocatable_cpu_milli);
   EXPECT_EQ(c->allocatable_memory_bytes, d.allocatable_memory_bytes);
   EXPECT_EQ(c->nri_enabled, d.nri_enabled);

@@ -1,0 +1,50 @@
+#include "cgroup/driver.h"
+
+namespace podshim::cgroup {
+namespace {
+
+Result<void> write_files(const AttrValuesList& kv, const Driver::WriteFile& write) {
+  for (const auto& [file, value] : kv) PODSHIM_TRY(write(file, value));
+  return {};
+}
+
+class CgroupfsDriver final : public Driver {
+ public:
+  Result<void> set(const std::string&, const CgroupLocation&, const AttrValuesList& kv,
+                   const WriteFile& write) override {
+    return write_files(kv, write);
+  }
+};
+
+class SystemdDriver final : public Driver {
+ public:
+  explicit SystemdDriver(std::function<Result<UnitManager*>()> units) : units_(std::move(units)) {}
+  Result<void> set(const std::string& id, const CgroupLocation& loc, const AttrValuesList& kv,
+                   const WriteFile& write) override {
+    std::vector<UnitProperty> props;
+    for (const auto& [file, value] : kv) {
+      auto p = properties_for_attr(file, value);
+      if (!p) return wrap(p, fmt::format("'{}'", id));
+      props.insert(props.end(), p->begin(), p->end());
+    }
+    if (!props.empty()) {
+      auto um = units_();
+      if (!um) return Unexpected(um.error());
+      auto r = (*um)->set_unit_properties(loc.unit, props);
+      if (!r) return wrap(r, fmt::format("'{}'", id));
+    }
+    return write_files(kv, write);
+  }
+
+ private:
+  std::function<Result<UnitManager*>()> units_;
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> make_cgroupfs_driver() { return std::make_unique<CgroupfsDriver>(); }
+std::unique_ptr<Driver> make_systemd_driver(std::function<Result<UnitManager*>()> units) {
+  return std::make_unique<SystemdDriver>(std::move(units));
+}
+
+}  // namespace podshim::cgroup

@@ -1,0 +1,340 @@
+#include "cgroup/shrink.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include "base/str.h"
+#include "cgroup/convert.h"
+
+namespace podshim::cgroup {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+// The steps are described in shrink.h.
+
+struct Psi {
+  double some_avg10 = 0, full_avg10 = 0;
+  uint64_t some_total = 0, full_total = 0;
+};
+// memory.pressure: "some avg10=0.00 avg60=0.00 avg300=0.00 total=0" and a
+// "full" line (Documentation/accounting/psi.rst).
+std::optional<Psi> read_psi(const ShrinkCgroup& t) {
+  auto s = t.dir->read("memory.pressure");
+  if (!s) return std::nullopt;
+  Psi p;
+  for (auto line : str::split(*s, '\n')) {
+    bool some = str::starts_with(line, "some "), full = str::starts_with(line, "full ");
+    if (!some && !full) continue;
+    for (auto field : str::split(line, ' ')) {
+      auto eq = field.find('=');
+      if (eq == std::string_view::npos) continue;
+      auto key = field.substr(0, eq);
+      std::string val(field.substr(eq + 1));
+      if (key == "avg10") (some ? p.some_avg10 : p.full_avg10) = std::strtod(val.c_str(), nullptr);
+      if (key == "total") {
+        auto v = str::parse_u64(val);
+        if (v) (some ? p.some_total : p.full_total) = *v;
+      }
+    }
+  }
+  return p;
+}
+
+struct Shrink {
+  ShrinkContext ctx;
+  ShrinkCgroup cg;
+  std::string new_max;
+  ResizeReport* rep = nullptr;
+  bool reclaim_only = false;
+  ShrinkDone cb;
+  uint64_t target = 0, headroom = 0, usage0 = 0, usage = 0;
+  uint64_t anon = 0, file = 0, shmem = 0;
+  std::string prev_high;
+  // The memory.high an earlier ReclaimOnly resize's held clamp set (it
+  // stays in force, and journaled, if this shrink gives up).
+  std::optional<std::string> earlier_clamp;
+  bool clamp_needed = false;
+  bool has_reclaim = false;
+  Clock::time_point t0, reclaim_deadline, watch_t0;
+  ms watch{0};
+  std::vector<std::pair<double, double>> samples;  // (seconds since t0, anon + shmem)
+  std::optional<Psi> psi0;
+  double some_avg10_max = 0, full_avg10_max = 0;
+  double some_window = 0, full_window = 0;
+};
+using ShrinkPtr = std::shared_ptr<Shrink>;
+
+constexpr uint64_t kReclaimChunk = 64u << 20;
+void reclaim_tick(const ShrinkPtr& s);
+void start_watch(const ShrinkPtr& s);
+void watch_tick(const ShrinkPtr& s);
+void decide(const ShrinkPtr& s);
+void record(const Shrink& s);
+Result<void> restore_high(const Shrink& s);
+void give_up(const ShrinkPtr& s, Unexpected e);
+Unexpected refuse(const Shrink& s, ShrinkWhy why);
+ms remaining(Clock::time_point deadline);
+
+
+// Samples anon + shmem (growth) and the breakdown for a refusal.
+void sample(Shrink& s) {
+  auto stat = s.cg.dir->read_keyed("memory.stat");
+  if (!stat) return;
+  auto get = [&](std::string_view k) {
+    auto it = stat->find(k);
+    return it == stat->end() ? uint64_t{0} : it->second;
+  };
+  s.anon = get("anon"), s.file = get("file"), s.shmem = get("shmem");
+  double sec = std::chrono::duration<double>(Clock::now() - s.t0).count();
+  s.samples.emplace_back(sec, static_cast<double>(s.anon + s.shmem));
+}
+
+// Least-squares slope of the samples, bytes/s; 0 with fewer than three
+// samples or no time between them.
+double growth_rate(const std::vector<std::pair<double, double>>& xs) {
+  if (xs.size() < 3) return 0;
+  double mt = 0, my = 0;
+  for (const auto& [t, y] : xs) mt += t, my += y;
+  mt /= xs.size(), my /= xs.size();
+  double num = 0, den = 0;
+  for (const auto& [t, y] : xs) num += (t - mt) * (y - my), den += (t - mt) * (t - mt);
+  return den > 1e-9 ? num / den : 0;
+}
+
+void reclaim_tick(const ShrinkPtr& s) {
+  s->has_reclaim = s->cg.dir->has("memory.reclaim");
+  auto cur = s->cg.dir->read_u64("memory.current");
+  if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", s->cg.id)));
+  s->usage = *cur;
+  sample(*s);
+  if (s->usage + s->headroom <= s->target) return start_watch(s);
+  if (Clock::now() >= s->reclaim_deadline) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
+  ms next = s->ctx.opts->shrink_tick;
+  if (s->has_reclaim) {
+    // In chunks, so one write(2) never holds the loop for long; EAGAIN
+    // means "could not reclaim all of it" and the next tick re-checks.
+    uint64_t want = std::min<uint64_t>(s->usage + s->headroom - s->target, kReclaimChunk);
+    if (s->ctx.write("memory.reclaim", std::to_string(want))) next = ms(0);
+  }
+  s->ctx.sched(std::min(next, remaining(s->reclaim_deadline)), [s] { reclaim_tick(s); });
+}
+ms remaining(Clock::time_point deadline) {
+  auto r = std::chrono::duration_cast<ms>(deadline - Clock::now());
+  return r.count() > 0 ? r : ms(0);
+}
+
+void start_watch(const ShrinkPtr& s) {
+  s->watch_t0 = Clock::now();
+  s->psi0 = read_psi(s->cg);
+  if (s->psi0) s->some_avg10_max = s->psi0->some_avg10, s->full_avg10_max = s->psi0->full_avg10;
+  if (s->watch.count() == 0) return decide(s);
+  s->ctx.sched(std::min(s->ctx.opts->shrink_tick, s->watch), [s] { watch_tick(s); });
+}
+
+// The stall share over the watch so far, percent.
+void measure_psi(Shrink& s) {
+  if (!s.psi0) return;
+  auto p = read_psi(s.cg);
+  if (!p) return;
+  s.some_avg10_max = std::max(s.some_avg10_max, p->some_avg10);
+  s.full_avg10_max = std::max(s.full_avg10_max, p->full_avg10);
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - s.watch_t0).count();
+  if (us <= 0) return;
+  auto pct = [&](uint64_t a, uint64_t b) { return a > b ? std::min(100.0, (a - b) * 100.0 / us) : 0.0; };
+  s.some_window = pct(p->some_total, s.psi0->some_total);
+  s.full_window = pct(p->full_total, s.psi0->full_total);
+}
+
+void watch_tick(const ShrinkPtr& s) {
+  sample(*s);
+  measure_psi(*s);
+  auto elapsed = Clock::now() - s->watch_t0;
+  // Back off early when the clamp already hurts: the workload is being
+  // throttled while we watch.
+  if (elapsed >= s->watch / 2 && s->some_window > s->ctx.opts->shrink_pressure_threshold)
+    return give_up(s, refuse(*s, ShrinkWhy::Pressure));
+  if (elapsed >= s->watch) return decide(s);
+  s->ctx.sched(std::min(s->ctx.opts->shrink_tick, remaining(s->watch_t0 + s->watch)), [s] { watch_tick(s); });
+}
+
+void decide(const ShrinkPtr& s) {
+  const ShrinkCgroup& t = s->cg;
+  measure_psi(*s);
+  if (s->some_window > s->ctx.opts->shrink_pressure_threshold) return give_up(s, refuse(*s, ShrinkWhy::Pressure));
+  const double rate = growth_rate(s->samples);
+  const double unreclaimable = static_cast<double>(s->anon + s->shmem);
+  const double window_s = std::chrono::duration<double>(s->ctx.opts->shrink_growth_window).count();
+  if (rate > 0 && unreclaimable + rate * window_s + static_cast<double>(s->headroom) > static_cast<double>(s->target))
+    return give_up(s, refuse(*s, ShrinkWhy::Growth));
+  // Usage at the moment of the write: the clamp holds it near the target,
+  // but memory.high can be overshot; a memory.max below usage makes the
+  // write itself reclaim and, failing that, OOM-kill (facts §8).
+  auto cur = t.dir->read_u64("memory.current");
+  if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", t.id)));
+  s->usage = *cur;
+  if (s->usage > s->target && s->has_reclaim) {
+    (void)s->ctx.write("memory.reclaim", std::to_string(s->usage + s->headroom - s->target));
+    if (auto c2 = t.dir->read_u64("memory.current")) s->usage = *c2;
+  }
+  if (s->usage > s->target) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
+  record(*s);
+  if (s->reclaim_only) {
+    // Keep the clamp until release(): the runtime writes memory.max.
+    if (s->clamp_needed) {
+      auto dir = CgroupDir::open(s->ctx.root_fd, t.relpath);
+      s->ctx.held->put(t.relpath, s->prev_high, dir ? std::make_shared<CgroupDir>(std::move(*dir)) : nullptr);
+      if (s->ctx.clamped) s->ctx.clamped->push_back(t.relpath);
+      if (s->rep) s->rep->steps.push_back({t.id, "memory.high", s->prev_high, std::to_string(s->target)});
+    }
+    return s->cb({});
+  }
+  auto w = s->ctx.write_max(s->new_max);
+  auto r = restore_high(*s);
+  if (!w) return s->cb(std::move(w));
+  if (!r) return s->cb(wrap(r, "restoring memory.high after shrinking"));
+  if (s->rep && s->usage0 > s->usage) s->rep->bytes_reclaimed += s->usage0 - s->usage;
+  // Settle after the write: a kill in it is part of the outcome (events).
+  auto cb = std::move(s->cb);
+  if (s->watch.count() == 0) return cb({});
+  s->ctx.sched(s->watch, [cb = std::move(cb)] { cb({}); });
+}
+
+// What the shrink saw, into the report (highest over the cgroups shrunk).
+void record(const Shrink& s) {
+  if (!s.rep) return;
+  ResizeReport& r = *s.rep;
+  r.psi_some_avg10 = std::max(r.psi_some_avg10, s.some_avg10_max);
+  r.psi_full_avg10 = std::max(r.psi_full_avg10, s.full_avg10_max);
+  r.psi_some_window = std::max(r.psi_some_window, s.some_window);
+  r.psi_full_window = std::max(r.psi_full_window, s.full_window);
+  int64_t g = static_cast<int64_t>(growth_rate(s.samples));
+  if (std::abs(g) > std::abs(r.growth_bytes_per_sec)) r.growth_bytes_per_sec = g;
+}
+
+Result<void> restore_high(const Shrink& s) {
+  if (!s.clamp_needed) return {};
+  auto r = s.ctx.write("memory.high", s.prev_high);
+  if (r) {
+    s.ctx.journal.drop(s.cg.relpath);  // on failure recover() retries from the journal
+    s.ctx.held->erase(s.cg.relpath);
+  }
+  return r;
+}
+
+// Ends a shrink that will not write memory.max: restores memory.high.
+void give_up(const ShrinkPtr& s, Unexpected e) {
+  record(*s);
+  if (s->reclaim_only) {
+    // A clamp held from an earlier ReclaimOnly resize stays held (and
+    // journaled) until its release(); only this op's own clamp goes.
+    if (s->earlier_clamp) {
+      if (auto w = s->ctx.write("memory.high", *s->earlier_clamp); !w)
+        e.value().message += fmt::format("; restoring the held memory.high clamp failed: {}", w.error().message);
+      auto cb = std::move(s->cb);
+      return cb(std::move(e));
+    }
+  }
+  auto r = restore_high(*s);
+  if (!r) e.value().message += fmt::format("; restoring memory.high failed: {}", r.error().message);
+  auto cb = std::move(s->cb);
+  cb(std::move(e));
+}
+
+Unexpected refuse(const Shrink& s, ShrinkWhy why) {
+  ShrinkRefusal r{s.cg.id, s.target, s.usage, s.anon, s.file, s.shmem};
+  r.why = why;
+  r.growth_bytes_per_sec = static_cast<int64_t>(growth_rate(s.samples));
+  r.psi_some_avg10 = s.some_avg10_max;
+  r.psi_full_avg10 = s.full_avg10_max;
+  r.psi_some_window = s.some_window;
+  r.psi_full_window = s.full_window;
+  r.pressure_threshold = s.ctx.opts->shrink_pressure_threshold;
+  r.growth_window = s.ctx.opts->shrink_growth_window;
+  r.elapsed = std::chrono::duration_cast<ms>(Clock::now() - s.t0);
+  return Unexpected(shrink_refused(std::move(r)));
+}
+
+}  // namespace
+
+void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_max, ShrinkDone cb) {
+  const ShrinkCgroup& t = cg;
+  ResizeReport* rep = ctx.rep;
+  const bool reclaim_only = ctx.reclaim_only;
+  auto target_opt = parse_memory_max(new_max);
+  if (!target_opt) return cb(Unexpected(target_opt.error()));
+  if (!*target_opt) return cb(ctx.write_max(new_max));  // "max" is no shrink
+  auto s = std::make_shared<Shrink>();
+  s->ctx = std::move(ctx);
+  s->cg = cg;
+  s->new_max = new_max;
+  s->rep = rep;
+  s->reclaim_only = reclaim_only;
+  s->cb = std::move(cb);
+  s->target = page_round_down(**target_opt);
+  s->headroom = s->ctx.opts->shrink_headroom_bytes;
+  s->t0 = Clock::now();
+  // The budget: reclaim, then a watch before and a settle after the write,
+  // each at most a quarter of it.
+  s->watch = std::min(s->ctx.opts->settle, s->ctx.opts->shrink_timeout / 4);
+  s->reclaim_deadline = s->t0 + s->ctx.opts->shrink_timeout - 2 * s->watch;
+  auto usage = t.dir->read_u64("memory.current");
+  if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
+  s->usage0 = s->usage = *usage;
+  auto stat = t.dir->read_keyed("memory.stat");
+  if (!stat) return s->cb(wrap(stat, fmt::format("'{}'", t.id)));
+  auto get = [&](std::string_view k) {
+    auto it = stat->find(k);
+    return it == stat->end() ? uint64_t{0} : it->second;
+  };
+  s->anon = get("anon"), s->file = get("file"), s->shmem = get("shmem");
+  s->samples.emplace_back(0.0, static_cast<double>(s->anon + s->shmem));
+  // Pre-check: without swap only page cache that is not shmem/tmpfs and
+  // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
+  // kernel OOM-kill and still left usage above the limit).
+  uint64_t reclaimable = (s->file > s->shmem ? s->file - s->shmem : 0) + get("slab_reclaimable");
+  uint64_t floor = s->usage > reclaimable ? s->usage - reclaimable : 0;
+  if (floor + s->headroom > s->target) return s->cb(refuse(*s, ShrinkWhy::Usage));
+
+  // The memory.high to come back to: a clamp a ReclaimOnly resize still
+  // holds on this cgroup is not the cgroup's own value.
+  {
+    if (auto h = s->ctx.held->prev_high(t.relpath)) s->prev_high = *h;
+  }
+  if (s->prev_high.empty()) {
+    auto prev_high = t.dir->read_trimmed("memory.high");
+    if (!prev_high) return s->cb(wrap(prev_high, fmt::format("'{}'", t.id)));
+    s->prev_high = *prev_high;
+  }
+  auto prev_high_v = parse_memory_max(s->prev_high);
+  if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", t.id)));
+  auto cur_high = t.dir->read_trimmed("memory.high");
+  auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
+  {
+    if (s->ctx.held->has(t.relpath) && cur_high) s->earlier_clamp = *cur_high;
+  }
+  s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
+  if (s->clamp_needed) {
+    auto j = s->ctx.journal.record(t.relpath, s->prev_high);
+    if (!j) return s->cb(std::move(j));
+    // Skip the write when a held clamp already sits at the target.
+    bool at_target = cur_high_v && *cur_high_v && **cur_high_v == s->target;
+    if (!at_target) {
+      auto w = s->ctx.write("memory.high", std::to_string(s->target));
+      if (!w) {
+        if (!s->earlier_clamp) s->ctx.journal.drop(t.relpath);  // a held clamp keeps its entry
+        return s->cb(std::move(w));
+      }
+    }
+    if (s->ctx.opts->test_pause_after_clamp.count() > 0)  // test seam
+      return s->ctx.sched(s->ctx.opts->test_pause_after_clamp, [s] { reclaim_tick(s); });
+  }
+  s->has_reclaim = t.dir->has("memory.reclaim");  // Linux 5.19+
+  reclaim_tick(s);
+}
+
+}  // namespace podshim::cgroup
