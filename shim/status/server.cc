@@ -44,6 +44,7 @@
 #include "base/str.h"
 #include "base/unique_fd.h"
 #include "shim/core/json.h"
+#include "shim/core/json_writer.h"
 #include "shim/status/api.h"
 
 namespace podshim::status {
@@ -762,7 +763,8 @@ void Impl::on_event(const core::Event& ev) {
     last_seq = std::max(last_seq, ev.seq);
     if (watchers.empty()) return;
   }
-  std::string line = core::to_json(ev).dump();
+  std::string line;
+  core::append_json(line, ev);
   line += '\n';
   std::lock_guard lk(mu);
   for (auto* c : watchers) {
