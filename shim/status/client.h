@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "shim/core/defaults.h"
 
 namespace podshim::status {
 
@@ -23,7 +24,7 @@ struct HttpResponse {
 };
 
 struct ClientOptions {
-  std::string socket_path = "/run/podshim/podshim.sock";
+  std::string socket_path = std::string(core::kDefaultSocketPath);
   std::chrono::milliseconds timeout{5000};  // whole request, for http_request
   size_t max_body = 64 << 20;
 };
