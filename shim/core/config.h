@@ -15,11 +15,11 @@
 #include "base/log.h"
 #include "base/result.h"
 #include "shim/core/cgroup_types.h"
+#include "shim/core/defaults.h"
 
 namespace podshim::core {
 
 inline constexpr std::string_view kDefaultConfigPath = "/etc/podshim/config.yaml";
-inline constexpr std::string_view kDefaultSocketPath = "/run/podshim/podshim.sock";
 
 // One access rule for the status socket: requests whose method is in
 // `methods` and whose path matches `path` (fnmatch glob, "*" spans "/") are
@@ -45,14 +45,14 @@ struct Config {
   // socket:
   std::string socket_path = std::string(kDefaultSocketPath);
   std::string socket_group;  // empty: the socket keeps root's group
-  mode_t socket_mode = 0660;
+  mode_t socket_mode = kDefaultSocketMode;
   std::string admin_group;   // empty: writes are root-only
   std::vector<AccessRule> access = default_access_rules();
 
   // http:
-  std::chrono::seconds http_timeout{10};  // idle/slow client cut-off
-  size_t max_body_bytes = 1 << 20;
-  unsigned max_connections = 256;
+  std::chrono::seconds http_timeout = kDefaultHttpTimeout;  // idle/slow client cut-off
+  size_t max_body_bytes = kDefaultMaxBodyBytes;
+  unsigned max_connections = kDefaultMaxConnections;
 
   std::string state_dir = "/var/lib/podshim";
 
@@ -76,9 +76,9 @@ struct Config {
 
   // nri:
   bool nri_enabled = true;
-  std::string nri_socket = "/var/run/nri/nri.sock";
-  std::string nri_plugin_name = "podshim";
-  std::string nri_plugin_index = "10";
+  std::string nri_socket = std::string(kDefaultNriSocket);
+  std::string nri_plugin_name = std::string(kDefaultNriPluginName);
+  std::string nri_plugin_index = std::string(kDefaultNriPluginIndex);
 
   // cdi:
   std::vector<std::string> cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};

@@ -9,7 +9,9 @@
 #include <chrono>
 
 #include "base/fs.h"
+#include "base/log.h"
 #include "shim/core/json.h"
+#include "shim/core/json_writer.h"
 
 namespace podshim::core {
 
@@ -18,6 +20,7 @@ namespace {
 constexpr std::string_view kPodsDir = "pods";
 constexpr std::string_view kContainersDir = "containers";
 constexpr std::string_view kSuffix = ".json";
+constexpr std::string_view kJournal = "journal";
 
 bool id_char_ok(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -128,7 +131,121 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   std::unique_ptr<Store> s(new Store());
   s->dirfd_ = std::move(*dir);
   PODSHIM_TRY(s->load());
+  auto j = fs::open_beneath(s->dirfd_.get(), kJournal, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (!j) return wrap(j, fmt::format("opening {}/{}", state_dir, kJournal));
+  s->journal_ = std::move(*j);
+  PODSHIM_TRY(s->replay_journal());
+  // Start every run with the files up to date and an empty journal.
+  PODSHIM_TRY(s->compact());
   return s;
+}
+
+// Journal records, one line each; ids are validated ([A-Za-z0-9_.-]) and the
+// JSON of an object has no raw newline:
+//   P <pod json>      C <container json>      p <uid>      c <id>
+Result<void> Store::replay_journal() {
+  auto text = fs::read_file_at(dirfd_.get(), kJournal, 1ull << 30);
+  if (!text) return wrap(text, "reading the state journal");
+  size_t pos = 0, line_no = 0;
+  while (pos < text->size()) {
+    ++line_no;
+    size_t nl = text->find('\n', pos);
+    if (nl == std::string::npos) {
+      // A record cut short by a crash mid-write: the change it described was
+      // never acknowledged.
+      load_warnings_.push_back(fmt::format("state journal: incomplete last record (line {}) ignored", line_no));
+      break;
+    }
+    std::string_view line(text->data() + pos, nl - pos);
+    pos = nl + 1;
+    auto bad = [&](std::string_view why) {
+      load_warnings_.push_back(fmt::format("state journal line {}: {}; ignored", line_no, why));
+    };
+    if (line.size() < 3 || line[1] != ' ') {
+      bad("malformed record");
+      continue;
+    }
+    char op = line[0];
+    std::string_view arg = line.substr(2);
+    if (op == 'p' || op == 'c') {
+      if (!validate_id("id", arg)) {
+        bad("invalid id");
+        continue;
+      }
+      std::string id(arg);
+      if (op == 'p') {
+        pods_.erase(id);
+        dirty_pods_.insert(id);
+      } else {
+        if (auto it = containers_.find(id); it != containers_.end()) {
+          index_remove(it->second);
+          containers_.erase(it);
+        }
+        dirty_containers_.insert(id);
+      }
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(arg, nullptr, false);
+    if (j.is_discarded()) {
+      bad("invalid JSON");
+      continue;
+    }
+    if (op == 'P') {
+      auto p = pod_from_json(j);
+      if (!p || !validate_id("pod uid", p->uid)) {
+        bad(p ? "invalid pod uid" : p.error().message);
+        continue;
+      }
+      dirty_pods_.insert(p->uid);
+      pods_[p->uid] = std::move(*p);
+    } else if (op == 'C') {
+      auto c = container_from_json(j);
+      if (!c || !validate_id("container id", c->id) || (!c->pod_uid.empty() && !validate_id("pod uid", c->pod_uid))) {
+        bad(c ? "invalid container or pod id" : c.error().message);
+        continue;
+      }
+      dirty_containers_.insert(c->id);
+      if (auto it = containers_.find(c->id); it != containers_.end()) index_remove(it->second);
+      index_add(*c);
+      containers_[c->id] = std::move(*c);
+    } else {
+      bad("unknown record type");
+    }
+  }
+  return {};
+}
+
+// Brings the per-object files up to date with what the journal holds, makes
+// them durable, then empties the journal (in that order: a crash in between
+// replays the journal over files that already agree with it).
+Result<void> Store::compact() {
+  if (!dirfd_ || !journal_) return {};
+  if (dirty_pods_.empty() && dirty_containers_.empty() && journal_bytes_ == 0) {
+    struct stat st {};
+    if (fstat(journal_.get(), &st) == 0 && st.st_size == 0) return {};
+  }
+  auto write_all = [&](std::string_view dir, auto& dirty, const auto& objects) -> Result<void> {
+    for (const auto& id : dirty) {
+      std::string rel = fmt::format("{}/{}{}", dir, id, kSuffix);
+      auto it = objects.find(id);
+      if (it == objects.end()) {
+        if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) {
+          return fail_errno("removing state file {}", rel);
+        }
+        continue;
+      }
+      auto r = fs::write_file_atomic_at(dirfd_.get(), rel, json_string(it->second), 0600, /*durable=*/false);
+      if (!r) return wrap(r, fmt::format("persisting {}", rel));
+    }
+    dirty.clear();
+    return {};
+  };
+  PODSHIM_TRY(write_all(kPodsDir, dirty_pods_, pods_));
+  PODSHIM_TRY(write_all(kContainersDir, dirty_containers_, containers_));
+  if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
+  if (ftruncate(journal_.get(), 0) != 0) return fail_errno("emptying the state journal");
+  journal_bytes_ = 0;
+  return {};
 }
 
 Result<void> Store::load() {
@@ -181,6 +298,7 @@ Result<void> Store::load() {
         auto c = container_from_json(j);
         if (!c) { bad(c.error().message); continue; }
         if (c->id != id) { bad(fmt::format("id '{}' does not match the file name", c->id)); continue; }
+        index_add(*c);
         containers_.emplace(c->id, std::move(*c));
       }
     }
@@ -190,22 +308,40 @@ Result<void> Store::load() {
 
 Result<void> Store::persist(std::string_view dir, std::string_view name, const std::string* json) {
   if (!dirfd_) return {};
-  std::string rel = fmt::format("{}/{}{}", dir, name, kSuffix);
-  if (json) {
-    // Replaced atomically, so a podshimd crash (even kill -9) finds the old
-    // object or the new one: the renamed file is in the page cache. No fsync
-    // per object: a node crash ends every container this state describes,
-    // and the runtime resynchronizes podshimd after the reboot. A batch
-    // (Synchronize) still ends with one syncfs().
-    batch_dirty_ = batch_dirty_ || batch_depth_ > 0;
-    auto r = fs::write_file_atomic_at(dirfd_.get(), rel, *json, 0600, /*durable=*/false);
-    if (!r) return wrap(r, fmt::format("persisting {}", rel));
-    return {};
+  // One record appended with one write(): a podshimd crash (even kill -9)
+  // finds the change in the page cache, or — cut short — no change (replay
+  // ignores an incomplete last record). No fsync per change: a node crash
+  // ends every container this state describes. A batch still ends with one
+  // syncfs().
+  bool pod = dir == kPodsDir;
+  std::string rec;
+  rec.reserve((json ? json->size() : name.size()) + 3);
+  rec += json ? (pod ? 'P' : 'C') : (pod ? 'p' : 'c');
+  rec += ' ';
+  rec += json ? std::string_view(*json) : name;
+  rec += '\n';
+  batch_dirty_ = batch_dirty_ || batch_depth_ > 0;
+  size_t off = 0;
+  while (off < rec.size()) {
+    ssize_t n = write(journal_.get(), rec.data() + off, rec.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail_errno("appending to the state journal for {}/{}", dir, name);
+    }
+    off += static_cast<size_t>(n);
   }
-  if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) {
-    return fail_errno("removing state file {}", rel);
-  }
+  journal_bytes_ += rec.size();
+  (pod ? dirty_pods_ : dirty_containers_).emplace(name);
   return {};
+}
+
+// Called once a change is in the map as well as in the journal.
+void Store::maybe_compact() {
+  if (!journal_ || journal_bytes_ < kJournalCompactBytes || batch_depth_ > 0) return;
+  if (auto r = compact(); !r) {
+    // The journal still holds every change; the next change retries.
+    log::warn("state: compacting the journal failed: {}", r.error().message);
+  }
 }
 
 Store::Batch::Batch(Store& s) : store_(s) {
@@ -220,12 +356,26 @@ Store::Batch::~Batch() {
     // One syncfs for the whole batch instead of two fsyncs per file.
     if (store_.dirfd_) (void)syncfs(store_.dirfd_.get());
   }
+  store_.maybe_compact();
 }
 
-void Store::emit(Event ev) {
+void Store::emit(Event& ev) {
   ev.seq = ++seq_;
+  if (subs_.empty()) return;
   ev.time_unix_ms = now_unix_ms();
   for (auto& [h, fn] : subs_) fn(ev);
+}
+
+void Store::index_add(const Container& c) {
+  if (!c.pod_uid.empty()) by_pod_[c.pod_uid].insert(c.id);
+}
+
+void Store::index_remove(const Container& c) {
+  if (c.pod_uid.empty()) return;
+  auto it = by_pod_.find(c.pod_uid);
+  if (it == by_pod_.end()) return;
+  it->second.erase(c.id);
+  if (it->second.empty()) by_pod_.erase(it);
 }
 
 Result<void> Store::upsert_pod(Pod pod) {
@@ -233,15 +383,16 @@ Result<void> Store::upsert_pod(Pod pod) {
   std::lock_guard lk(mu_);
   if (auto it = pods_.find(pod.uid); it != pods_.end() && it->second == pod) return {};
   if (dirfd_) {
-    std::string j = to_json(pod).dump();
+    std::string j = json_string(pod);
     PODSHIM_TRY(persist(kPodsDir, pod.uid, &j));
   }
   auto& slot = pods_[pod.uid];
   slot = std::move(pod);
   Event ev;
   ev.type = EventType::PodUpserted;
-  ev.pod = slot;
-  emit(std::move(ev));
+  ev.pod = &slot;
+  emit(ev);
+  maybe_compact();
   return {};
 }
 
@@ -251,11 +402,13 @@ Result<bool> Store::remove_pod(std::string_view uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end()) return false;
   PODSHIM_TRY(persist(kPodsDir, uid, nullptr));
+  // The node leaves the map first, so a subscriber sees the store without it.
+  auto node = pods_.extract(it);
   Event ev;
   ev.type = EventType::PodRemoved;
-  ev.pod = std::move(it->second);
-  pods_.erase(it);
-  emit(std::move(ev));
+  ev.pod = &node.mapped();
+  emit(ev);
+  maybe_compact();
   return true;
 }
 
@@ -265,17 +418,24 @@ Result<void> Store::upsert_container(Container c) {
   std::lock_guard lk(mu_);
   // A resynchronization re-sends what podshim already knows: nothing to
   // write and nothing to tell subscribers when the object did not change.
-  if (auto it = containers_.find(c.id); it != containers_.end() && it->second == c) return {};
+  auto it = containers_.find(c.id);
+  if (it != containers_.end() && it->second == c) return {};
   if (dirfd_) {
-    std::string j = to_json(c).dump();
+    std::string j = json_string(c);
     PODSHIM_TRY(persist(kContainersDir, c.id, &j));
   }
-  auto& slot = containers_[c.id];
-  slot = std::move(c);
+  if (it == containers_.end()) {
+    it = containers_.emplace(c.id, Container{}).first;
+  } else if (it->second.pod_uid != c.pod_uid) {
+    index_remove(it->second);
+  }
+  index_add(c);
+  it->second = std::move(c);
   Event ev;
   ev.type = EventType::ContainerUpserted;
-  ev.container = slot;
-  emit(std::move(ev));
+  ev.container = &it->second;
+  emit(ev);
+  maybe_compact();
   return {};
 }
 
@@ -285,11 +445,13 @@ Result<bool> Store::remove_container(std::string_view id) {
   auto it = containers_.find(id);
   if (it == containers_.end()) return false;
   PODSHIM_TRY(persist(kContainersDir, id, nullptr));
+  index_remove(it->second);
+  auto node = containers_.extract(it);
   Event ev;
   ev.type = EventType::ContainerRemoved;
-  ev.container = std::move(it->second);
-  containers_.erase(it);
-  emit(std::move(ev));
+  ev.container = &node.mapped();
+  emit(ev);
+  maybe_compact();
   return true;
 }
 
@@ -347,12 +509,39 @@ std::vector<Container> Store::containers() const {
 }
 
 std::vector<Container> Store::containers_of(std::string_view pod_uid) const {
-  std::lock_guard lk(mu_);
   std::vector<Container> out;
-  for (const auto& [k, v] : containers_) {
-    if (v.pod_uid == pod_uid) out.push_back(v);
-  }
+  for_each_container_of(pod_uid, [&](const Container& c) { out.push_back(c); });
   return out;
+}
+
+void Store::for_each_container_of(std::string_view pod_uid, const std::function<void(const Container&)>& fn) const {
+  std::lock_guard lk(mu_);
+  auto it = by_pod_.find(pod_uid);
+  if (it == by_pod_.end()) return;
+  for (const auto& id : it->second) {
+    if (auto c = containers_.find(id); c != containers_.end()) fn(c->second);
+  }
+}
+
+bool Store::with_pod(std::string_view uid, const std::function<void(const Pod&)>& fn) const {
+  std::lock_guard lk(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return false;
+  fn(it->second);
+  return true;
+}
+
+bool Store::with_container(std::string_view id, const std::function<void(const Container&)>& fn) const {
+  std::lock_guard lk(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return false;
+  fn(it->second);
+  return true;
+}
+
+size_t Store::pod_count() const {
+  std::lock_guard lk(mu_);
+  return pods_.size();
 }
 
 void Store::for_each_pod(const std::function<void(const Pod&)>& fn) const {

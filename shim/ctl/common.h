@@ -20,7 +20,7 @@ inline constexpr const char* kEnvOutput = "PODSHIMCTL_OUTPUT";
 
 inline std::string socket_path() {
   const char* s = std::getenv(kEnvSocket);
-  return s && *s ? s : "/run/podshim/podshim.sock";
+  return s && *s ? s : std::string(core::kDefaultSocketPath);
 }
 
 inline bool output_json() {

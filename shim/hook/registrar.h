@@ -17,10 +17,11 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "shim/core/defaults.h"
 
 namespace podshim::hook {
 
-inline constexpr std::string_view kDefaultSocketPath = "/run/podshim/podshim.sock";
+using core::kDefaultSocketPath;  // the status socket podshimd listens on by default
 inline constexpr std::chrono::milliseconds kDefaultTimeout{500};
 
 // What the hook knows about a container at createRuntime. Field names on the

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "shim/core/defaults.h"
 #include "shim/nri/events.h"
 #include "shim/nri/nri_api.pb.h"
 #include "shim/nri/transport.h"
@@ -40,7 +41,7 @@ inline constexpr char kImplementedNriVersion[] = "v0.12.2";
 
 struct PluginOptions {
   std::string name = "podshim";
-  std::string index = "50";               // exactly two digits
+  std::string index = std::string(core::kDefaultNriPluginIndex);  // two digits; the default is config's
   std::string socket_path = kDefaultSocketPath;
   // Pre-installed mode: the connected socket the runtime gave us (fd 3 via
   // NRI_PLUGIN_SOCKET). -1 = external mode, connect to socket_path.

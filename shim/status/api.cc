@@ -14,6 +14,7 @@
 #include "cgroup/path.h"
 #include "base/str.h"
 #include "shim/core/json.h"
+#include "shim/core/json_writer.h"
 #include "shim/core/quantity.h"
 
 namespace podshim::status {
@@ -134,13 +135,24 @@ int status_for(const Error& e) {
 
 bool is_segment_ok(std::string_view s) { return core::validate_id("id", s).has_value(); }
 
-json pod_json(const core::Pod& p, const std::vector<core::Container>& cs, bool full) {
-  json j = core::to_json(p);
-  json list = json::array();
-  for (const auto& c : cs) list.push_back(full ? core::to_json(c) : json(c.id));
-  j[full ? "containers" : "containerIds"] = std::move(list);
-  return j;
+// A pod's object with its containers ("containers", full objects) or their
+// ids ("containerIds") added, written straight into `out` under the store's
+// lock, through the per-pod index.
+void append_pod_view(std::string& out, const core::Store& s, const core::Pod& p, bool full) {
+  core::append_json(out, p, [&](std::string& o) {
+    o += full ? ",\"containers\":[" : ",\"containerIds\":[";
+    bool first = true;
+    s.for_each_container_of(p.uid, [&](const core::Container& c) {
+      if (!first) o += ',';
+      first = false;
+      if (full) core::append_json(o, c);
+      else core::append_json_string(o, c.id);
+    });
+    o += ']';
+  });
 }
+
+Reply raw_reply(int status, std::string body) { return Reply{status, "application/json", std::move(body)}; }
 
 }  // namespace
 
@@ -255,43 +267,62 @@ Reply Api::handle(std::string_view method_in, std::string_view path, std::string
   return error_reply(404, fmt::format("no such endpoint {}", path));
 }
 
+// The GET views write JSON straight into the reply from the store's objects,
+// under its lock (Store::with_*/for_each_*): no copy of a container and no
+// nlohmann tree per request, and the pod list walks the per-pod index rather
+// than every container once per pod.
 Reply Api::get_pods(std::string_view uid) {
   auto* s = deps_.store;
+  std::string out;
   if (!uid.empty()) {
-    auto p = s->pod(uid);
-    if (!p) {
+    bool found = s->with_pod(uid, [&](const core::Pod& p) { append_pod_view(out, *s, p, true); });
+    if (!found) {
       // Hook-registered containers may name a pod podshim has no record of.
-      auto cs = s->containers_of(uid);
-      if (cs.empty()) return error_reply(404, fmt::format("no pod '{}'", uid));
       core::Pod stub;
       stub.uid = std::string(uid);
-      stub.source = cs.front().source;
-      return json_reply(200, pod_json(stub, cs, true));
+      bool any = false;
+      s->for_each_container_of(uid, [&](const core::Container& c) {
+        if (!any) stub.source = c.source;
+        any = true;
+      });
+      if (!any) return error_reply(404, fmt::format("no pod '{}'", uid));
+      append_pod_view(out, *s, stub, true);
     }
-    return json_reply(200, pod_json(*p, s->containers_of(uid), true));
+    out += '\n';
+    return raw_reply(200, std::move(out));
   }
-  json items = json::array();
-  for (const auto& p : s->pods()) items.push_back(pod_json(p, s->containers_of(p.uid), false));
-  return json_reply(200, json{{"items", std::move(items)}});
+  out = "{\"items\":[";
+  bool first = true;
+  s->for_each_pod([&](const core::Pod& p) {
+    if (!first) out += ',';
+    first = false;
+    append_pod_view(out, *s, p, false);
+  });
+  out += "]}\n";
+  return raw_reply(200, std::move(out));
 }
 
 Reply Api::get_containers(std::string_view id) {
   auto* s = deps_.store;
+  std::string out;
   if (!id.empty()) {
-    auto c = s->container(id);
-    if (!c) return error_reply(404, fmt::format("no container '{}'", id));
-    return json_reply(200, core::to_json(*c));
+    out.reserve(1024);
+    if (!s->with_container(id, [&](const core::Container& c) { core::append_json(out, c); })) {
+      return error_reply(404, fmt::format("no container '{}'", id));
+    }
+    out += '\n';
+    return raw_reply(200, std::move(out));
   }
-  // Serialised item by item: building one json array of every container and
-  // wrapping it would copy the whole tree once more.
-  std::string out = "{\"items\":[";
-  for (const auto& c : s->containers()) {
-    out += core::to_json(c).dump();
-    out += ',';
-  }
-  if (out.back() == ',') out.pop_back();
+  out.reserve(s->container_count() * 600 + 16);
+  out = "{\"items\":[";
+  bool first = true;
+  s->for_each_container([&](const core::Container& c) {
+    if (!first) out += ',';
+    first = false;
+    core::append_json(out, c);
+  });
   out += "]}\n";
-  return Reply{200, "application/json", std::move(out)};
+  return raw_reply(200, std::move(out));
 }
 
 Reply Api::register_container(std::string_view body) {
@@ -434,9 +465,29 @@ Reply Api::resize_container(std::string_view id, std::string_view body) {
   req->container_id = std::string(id);
   auto r = deps_.resize->resize_container(*req);
   if (!r) return error_reply(status_for(r.error()), r.error().message);
-  json j{{"result", core::to_string(r->outcome)}, {"message", r->message}, {"generations", r->generations}};
-  if (auto c = deps_.store->container(id)) j["container"] = core::to_json(*c);
-  return json_reply(200, j);
+  // {"container":...,"generations":...,"message":...,"result":...}, keys in
+  // the order nlohmann gives them.
+  std::string out = "{";
+  if (deps_.store->with_container(id, [&](const core::Container& c) {
+        out += "\"container\":";
+        core::append_json(out, c);
+      })) {
+    out += ',';
+  }
+  out += "\"generations\":{";
+  bool first = true;
+  for (const auto& [cid, g] : r->generations) {
+    if (!first) out += ',';
+    first = false;
+    core::append_json_string(out, cid);
+    out += fmt::format(":{}", g);
+  }
+  out += "},\"message\":";
+  core::append_json_string(out, r->message);
+  out += ",\"result\":";
+  core::append_json_string(out, core::to_string(r->outcome));
+  out += "}\n";
+  return raw_reply(200, std::move(out));
 }
 
 Reply Api::resize_pod(std::string_view uid, std::string_view body) {
@@ -453,7 +504,7 @@ Reply Api::resize_pod(std::string_view uid, std::string_view body) {
 Reply Api::metrics() {
   if (!deps_.metrics) return error_reply(404, "metrics are disabled");
   deps_.metrics->containers.set({}, static_cast<double>(deps_.store->container_count()));
-  deps_.metrics->pods.set({}, static_cast<double>(deps_.store->pods().size()));
+  deps_.metrics->pods.set({}, static_cast<double>(deps_.store->pod_count()));
   if (deps_.before_metrics) deps_.before_metrics();
   std::string body = deps_.metrics->render();
   if (deps_.extra_metrics) deps_.extra_metrics(body);

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -41,10 +42,13 @@ class Conn {
 
   Result<void> send_all(std::string_view data) {
     while (!data.empty()) {
-      PODSHIM_TRY(wait(POLLOUT));
-      ssize_t n = send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
+      ssize_t n = send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == ENOTCONN) {
+          PODSHIM_TRY(wait(POLLOUT));
+          continue;
+        }
         return fail_errno("sending to podshimd");
       }
       data.remove_prefix(static_cast<size_t>(n));
@@ -52,20 +56,33 @@ class Conn {
     return {};
   }
 
-  // Reads more into buf_; false at EOF.
-  Result<bool> fill() {
-    char tmp[16384];
+  // Reads more into buf_ (at least `want` bytes of room); false at EOF. The
+  // socket is non-blocking: poll() only when there is nothing to read yet.
+  Result<bool> fill(size_t want = 0) {
+    size_t room = std::max<size_t>(want, 65536);
+    size_t old = buf_.size();
     for (;;) {
-      PODSHIM_TRY(wait(POLLIN));
-      ssize_t n = recv(fd_.get(), tmp, sizeof(tmp), 0);
+      buf_.resize(old + room);
+      ssize_t n = recv(fd_.get(), buf_.data() + old, room, MSG_DONTWAIT);
       if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
+        buf_.resize(old);
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) {
+          PODSHIM_TRY(wait(POLLIN));
+          continue;
+        }
         return fail_errno("reading from podshimd");
       }
-      if (n == 0) return false;
-      buf_.append(tmp, static_cast<size_t>(n));
-      return true;
+      buf_.resize(old + static_cast<size_t>(n));
+      return n > 0;
     }
+  }
+
+  bool eof_pending() {
+    // Whether the server already closed this (idle) connection.
+    char b;
+    ssize_t n = recv(fd_.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
   }
 
   // One CRLF-terminated line (without the CRLF).
@@ -86,10 +103,11 @@ class Conn {
 
   Result<std::string> exactly(size_t n) {
     while (buf_.size() < n) {
-      auto more = fill();
+      auto more = fill(n - buf_.size());
       if (!more) return Unexpected(more.error());
       if (!*more) return fail(EPROTO, "podshimd closed the connection mid-body");
     }
+    if (buf_.size() == n) return std::exchange(buf_, std::string());
     std::string out = buf_.substr(0, n);
     buf_.erase(0, n);
     return out;
@@ -108,6 +126,7 @@ struct Head {
   std::string content_type;
   std::optional<size_t> content_length;
   bool chunked = false;
+  bool close = false;  // "Connection: close"
 };
 
 Result<Conn> connect_to(const ClientOptions& opts, Clock::time_point deadline) {
@@ -156,6 +175,9 @@ Result<Head> read_head(Conn& c) {
       h.chunked = value.find("chunked") != std::string::npos;
     } else if (name == "content-type") {
       h.content_type = value;
+    } else if (name == "connection") {
+      for (auto& ch : value) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+      h.close = value.find("close") != std::string::npos;
     }
   }
   return h;
@@ -204,8 +226,10 @@ Result<void> read_body(Conn& c, const Head& h, size_t max,
   }
 }
 
-std::string request_text(std::string_view method, std::string_view target, std::string_view body) {
-  std::string req = fmt::format("{} {} HTTP/1.1\r\nHost: podshim\r\nConnection: close\r\n", method, target);
+std::string request_text(std::string_view method, std::string_view target, std::string_view body,
+                         bool keep_alive = false) {
+  std::string req = fmt::format("{} {} HTTP/1.1\r\nHost: podshim\r\n{}", method, target,
+                                keep_alive ? "" : "Connection: close\r\n");
   if (!body.empty() || method == "POST" || method == "PUT") {
     req += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
   }
@@ -214,21 +238,16 @@ std::string request_text(std::string_view method, std::string_view target, std::
   return req;
 }
 
-}  // namespace
 
-Result<HttpResponse> http_request(const ClientOptions& opts, std::string_view method,
-                                  std::string_view target, std::string_view body) {
-  auto deadline = Clock::now() + opts.timeout;
-  auto c = connect_to(opts, deadline);
-  if (!c) return Unexpected(c.error());
-  PODSHIM_TRY(c->send_all(request_text(method, target, body)));
-  auto h = read_head(*c);
+Result<HttpResponse> read_response(Conn& c, const ClientOptions& opts, bool* close) {
+  auto h = read_head(c);
   if (!h) return Unexpected(h.error());
+  if (close) *close = h->close;
   HttpResponse r;
   r.status = h->status;
   r.content_type = h->content_type;
   bool too_big = false;
-  PODSHIM_TRY(read_body(*c, *h, opts.max_body, [&](std::string_view piece) {
+  PODSHIM_TRY(read_body(c, *h, opts.max_body, [&](std::string_view piece) {
     if (r.body.size() + piece.size() > opts.max_body) {
       too_big = true;
       return false;
@@ -237,6 +256,49 @@ Result<HttpResponse> http_request(const ClientOptions& opts, std::string_view me
     return true;
   }));
   if (too_big) return fail(EFBIG, "response larger than {} bytes", opts.max_body);
+  return r;
+}
+
+}  // namespace
+
+Result<HttpResponse> http_request(const ClientOptions& opts, std::string_view method,
+                                  std::string_view target, std::string_view body) {
+  auto c = connect_to(opts, Clock::now() + opts.timeout);
+  if (!c) return Unexpected(c.error());
+  PODSHIM_TRY(c->send_all(request_text(method, target, body)));
+  return read_response(*c, opts, nullptr);
+}
+
+struct Connection::Impl {
+  ClientOptions opts;
+  std::optional<Conn> conn;
+};
+
+Connection::Connection(ClientOptions opts) : impl_(std::make_unique<Impl>()) { impl_->opts = std::move(opts); }
+Connection::~Connection() = default;
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+
+Result<HttpResponse> Connection::request(std::string_view method, std::string_view target, std::string_view body) {
+  auto& im = *impl_;
+  auto deadline = Clock::now() + im.opts.timeout;
+  // podshimd closes an idle keep-alive connection after its request timeout;
+  // a connection it has closed is replaced before the request is sent.
+  if (im.conn && im.conn->eof_pending()) im.conn.reset();
+  if (!im.conn) {
+    auto c = connect_to(im.opts, deadline);
+    if (!c) return Unexpected(c.error());
+    im.conn.emplace(std::move(*c));
+  }
+  im.conn->set_deadline(deadline);
+  auto sent = im.conn->send_all(request_text(method, target, body, /*keep_alive=*/true));
+  if (!sent) {
+    im.conn.reset();
+    return Unexpected(sent.error());
+  }
+  bool close = false;
+  auto r = read_response(*im.conn, im.opts, &close);
+  if (!r || close) im.conn.reset();
   return r;
 }
 

@@ -44,6 +44,7 @@
 #include "base/str.h"
 #include "base/unique_fd.h"
 #include "shim/core/json.h"
+#include "shim/core/json_writer.h"
 #include "shim/status/api.h"
 
 namespace podshim::status {
@@ -264,7 +265,7 @@ void count_metric(Impl* impl, const Request& r, int status) {
 }
 
 // Queues a complete reply. `close` ends the connection once it is written.
-void respond(Conn* c, const Reply& r, bool close) {
+void respond(Conn* c, Reply&& r, bool close) {
   auto* impl = c->impl;
   bool head = c->req.method == "HEAD";
   close = close || c->req.close || c->req.http10;
@@ -275,8 +276,17 @@ void respond(Conn* c, const Reply& r, bool close) {
   }
   if (close) h += "Connection: close\r\n";
   h += "\r\n";
-  c->out += h;
-  if (!head) c->out += r.body;
+  if (!head && c->out_off == c->out.size() && r.body.size() > 4096) {
+    // A large body (the container list) becomes the output buffer itself,
+    // the head moved in front of it: no second buffer of its size to fault
+    // in and copy into on every connection.
+    r.body.insert(0, h);
+    c->out = std::move(r.body);
+    c->out_off = 0;
+  } else {
+    c->out += h;
+    if (!head) c->out += r.body;
+  }
   count_metric(impl, c->req, r.status);
   c->phase = close ? Phase::Closing : Phase::Reply;
   set_deadline(c, impl->opts.timeout);
@@ -311,8 +321,7 @@ void dispatch(Conn* c) {
   auto* impl = c->impl;
   auto& r = c->req;
   if (r.path == "/v1/watch" && r.method == "GET") return start_watch(c);
-  Reply rep = impl->api->handle(r.method, r.path, r.body, c->peer);
-  respond(c, rep, false);
+  respond(c, impl->api->handle(r.method, r.path, r.body, c->peer), false);
 }
 
 // The head is complete in c->in[0, end): parse and decide.
@@ -762,7 +771,8 @@ void Impl::on_event(const core::Event& ev) {
     last_seq = std::max(last_seq, ev.seq);
     if (watchers.empty()) return;
   }
-  std::string line = core::to_json(ev).dump();
+  std::string line;
+  core::append_json(line, ev);
   line += '\n';
   std::lock_guard lk(mu);
   for (auto* c : watchers) {

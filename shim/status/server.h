@@ -45,12 +45,12 @@ namespace podshim::status {
 struct ServerOptions {
   std::string socket_path = std::string(core::kDefaultSocketPath);
   std::optional<gid_t> socket_gid;  // chown the socket to root:<gid>
-  mode_t socket_mode = 0660;
+  mode_t socket_mode = core::kDefaultSocketMode;
   AccessPolicy policy;
-  std::chrono::milliseconds timeout{10000};  // total for the head, for the body, for a reply
+  std::chrono::milliseconds timeout = core::kDefaultHttpTimeout;  // total for the head, for the body, for a reply
   size_t max_header_bytes = 16 << 10;         // request line + headers; over it: 431
-  size_t max_body_bytes = 1 << 20;            // POST bodies; GET/HEAD/DELETE take none
-  unsigned max_connections = 256;
+  size_t max_body_bytes = core::kDefaultMaxBodyBytes;  // POST bodies; GET/HEAD/DELETE take none
+  unsigned max_connections = core::kDefaultMaxConnections;
   unsigned max_connections_per_uid = 0;       // non-root uids; 0: (max - reserved) / 4, at least 1
   unsigned reserved_root_connections = 0;     // 0: max / 8, at least 2 (at most max / 2)
   // A watcher that falls this far behind is disconnected (it can re-list).

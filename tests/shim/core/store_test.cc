@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "shim/core/json.h"
+#include "shim/core/json_writer.h"
 #include "shim/core/state.h"
 
 namespace podshim::core {
@@ -123,6 +124,113 @@ TEST(Store, EventsAreNumberedAndOrdered) {
   EXPECT_EQ(seen[1], std::make_pair(uint64_t{2}, EventType::ContainerUpserted));
   EXPECT_EQ(seen[2], std::make_pair(uint64_t{3}, EventType::ContainerRemoved));
   EXPECT_EQ(s->last_seq(), 4u);
+}
+
+TEST(Store, PerPodIndexFollowsMovesAndRemovals) {
+  auto s = Store::in_memory();
+  auto ids = [&](std::string_view pod) {
+    std::vector<std::string> out;
+    for (const auto& c : s->containers_of(pod)) out.push_back(c.id);
+    return out;
+  };
+  for (auto [id, pod] : {std::pair{"c2", "p1"}, {"c1", "p1"}, {"c3", "p2"}}) {
+    Container c = sample(id);
+    c.pod_uid = pod;
+    ASSERT_TRUE(s->upsert_container(c));
+  }
+  EXPECT_EQ(ids("p1"), (std::vector<std::string>{"c1", "c2"}));
+  EXPECT_EQ(ids("p2"), (std::vector<std::string>{"c3"}));
+  ASSERT_TRUE(s->update_container("c2", [](Container& c) { c.pod_uid = "p2"; }));
+  EXPECT_EQ(ids("p1"), (std::vector<std::string>{"c1"}));
+  EXPECT_EQ(ids("p2"), (std::vector<std::string>{"c2", "c3"}));
+  ASSERT_TRUE(s->remove_container("c3"));
+  ASSERT_TRUE(s->remove_container("c1"));
+  EXPECT_TRUE(ids("p1").empty());
+  EXPECT_EQ(ids("p2"), (std::vector<std::string>{"c2"}));
+  EXPECT_TRUE(s->with_container("c2", [](const Container& c) { EXPECT_EQ(c.pod_uid, "p2"); }));
+  EXPECT_FALSE(s->with_container("c1", [](const Container&) { ADD_FAILURE(); }));
+}
+
+TEST(Store, SubscribersSeeTheObjectAndRemovalsWithoutIt) {
+  auto s = Store::in_memory();
+  std::vector<std::string> seen;
+  s->subscribe([&](const Event& e) {
+    ASSERT_NE(e.container, nullptr);
+    // A removal is seen with the object gone from the store already.
+    seen.push_back(fmt::format("{}:{}:{}:{}", to_string(e.type), e.container->id, e.container->state,
+                               s->container(e.container->id).has_value()));
+  });
+  ASSERT_TRUE(s->upsert_container(sample("a")));
+  ASSERT_TRUE(s->update_container("a", [](Container& c) { c.state = "running"; }));
+  ASSERT_TRUE(s->remove_container("a"));
+  EXPECT_EQ(seen, (std::vector<std::string>{"ContainerUpserted:a:" + sample("a").state + ":true",
+                                            "ContainerUpserted:a:running:true", "ContainerRemoved:a:running:false"}));
+}
+
+std::string json_string_for_test(const Container& c) { return json_string(c); }
+
+TEST(Store, JournalReplaysChangesNotYetInTheFiles) {
+  TempDir d;
+  {
+    auto s = Store::open(d.path());
+    ASSERT_TRUE(s) << s.error().message;
+    ASSERT_TRUE((*s)->upsert_container(sample("a")));
+    ASSERT_TRUE((*s)->upsert_container(sample("b")));
+    ASSERT_TRUE((*s)->update_container("a", [](Container& c) { c.generation = 7; }));
+    ASSERT_TRUE((*s)->remove_container("b"));
+    // Nothing compacted yet: the changes are only in the journal.
+    EXPECT_FALSE(stdfs::exists(d.path() + "/containers/a.json"));
+    EXPECT_GT(stdfs::file_size(d.path() + "/journal"), 0u);
+  }  // no clean shutdown step: as after kill -9
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)->load_warnings().empty());
+  auto a = (*s)->container("a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->generation, 7);
+  EXPECT_FALSE((*s)->container("b"));
+  EXPECT_EQ((*s)->containers_of("pod-1").size(), 1u);
+  // Opening compacted: the files agree and the journal is empty.
+  EXPECT_EQ(stdfs::file_size(d.path() + "/journal"), 0u);
+  EXPECT_TRUE(stdfs::exists(d.path() + "/containers/a.json"));
+  EXPECT_FALSE(stdfs::exists(d.path() + "/containers/b.json"));
+}
+
+TEST(Store, JournalIgnoresATornLastRecordAndBadLines) {
+  TempDir d;
+  {
+    auto s = Store::open(d.path());
+    ASSERT_TRUE(s);
+    ASSERT_TRUE((*s)->upsert_container(sample("a")));
+  }
+  {
+    std::ofstream j(d.path() + "/journal", std::ios::app);
+    j << "C {not json\n" << "x y\n" << "c ../etc\n";
+    std::string torn = json_string_for_test(sample("z"));
+    j << "C " << torn.substr(0, torn.size() / 2);  // cut mid-record, no newline
+  }
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)->container("a"));
+  EXPECT_FALSE((*s)->container("z"));
+  ASSERT_EQ((*s)->load_warnings().size(), 4u);
+  EXPECT_NE((*s)->load_warnings()[3].find("incomplete last record"), std::string::npos);
+}
+
+TEST(Store, JournalIsCompactedPastItsBound) {
+  TempDir d;
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s);
+  ASSERT_TRUE((*s)->upsert_container(sample("a")));
+  int64_t g = 0;
+  while (stdfs::exists(d.path() + "/containers/a.json") == false) {
+    ASSERT_TRUE((*s)->update_container("a", [&](Container& c) { c.generation = ++g; }));
+    ASSERT_LT(g, 100000) << "never compacted";
+  }
+  EXPECT_LT(stdfs::file_size(d.path() + "/journal"), Store::kJournalCompactBytes);
+  std::ifstream in(d.path() + "/containers/a.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find(fmt::format("\"generation\":{}", g)), std::string::npos);
 }
 
 TEST(Store, UpdateOfMissingContainerIsENOENT) {
