@@ -184,6 +184,7 @@ void decide(const ShrinkPtr& s) {
   if (s->usage > s->target) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
   record(*s);
   if (s->reclaim_only) {
+    if (s->rep && s->usage0 > s->usage) s->rep->bytes_reclaimed += s->usage0 - s->usage;
     // Keep the clamp until release(): the runtime writes memory.max.
     if (s->clamp_needed) {
       auto dir = CgroupDir::open(s->ctx.root_fd, t.relpath);

@@ -222,6 +222,18 @@ class CrashRestart : public ::testing::Test {
     daemon_ = -1;
   }
 
+  // A resize with a shrink completes later (the engine's timer-driven
+  // shrink on podshimd's loop): the API answers in_progress and the outcome
+  // follows in lastResizeOutcome, as podshimctl waits for it.
+  void wait_settled(const std::vector<std::string>& ids) {
+    for (const auto& id : ids) {
+      bool done = wait_for([&] {
+        auto g = request("GET", "/v1/containers/" + id, "", std::chrono::seconds(10));
+        return g && g->status == 200 && g->body.find("\"lastResizeOutcome\":\"in_progress\"") == std::string::npos;
+      }, std::chrono::seconds(60));
+      EXPECT_TRUE(done) << id << "'s resize still in progress";
+    }
+  }
   podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
                                                 std::string_view body = {}, std::chrono::milliseconds t = 5s) {
     status::ClientOptions o;
@@ -361,6 +373,7 @@ TEST_F(CrashRestart, KilledWhileMemoryHighClampedIsRepairedOnRestart) {
   auto r = request("POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"memory":"64Mi"}}})", 60s);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200) << r->body;
+  wait_settled({"c1"});
   EXPECT_EQ(file("c1", "memory.max"), target) << r->body;
   EXPECT_EQ(file("c1", "memory.high"), "max");
 }
@@ -409,6 +422,7 @@ TEST_F(CrashRestart, KilledAfterFirstStepOfPodResizeIsRolledBackOnRestart) {
   auto r = request("POST", "/v1/pods/" + uid_ + "/resize", body, 60s);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200) << r->body;
+  wait_settled({"c1", "c2"});
   EXPECT_EQ(file("", "memory.max"), pod_new_mem) << r->body;
   EXPECT_EQ(file("c1", "memory.max"), std::to_string(384 * kMi));
   EXPECT_EQ(file("c2", "memory.max"), std::to_string(192 * kMi));
