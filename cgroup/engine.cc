@@ -47,6 +47,16 @@ std::string rate_text(int64_t bytes_per_sec) {
 
 }  // namespace
 
+std::string_view shrink_why_name(ShrinkWhy w) {
+  switch (w) {
+    case ShrinkWhy::Usage: return "usage";
+    case ShrinkWhy::Growth: return "growth";
+    case ShrinkWhy::Pressure: return "pressure";
+    case ShrinkWhy::Timeout: return "timeout";
+  }
+  return "usage";
+}
+
 Error shrink_refused(ShrinkRefusal r) {
   std::string msg;
   switch (r.why) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -167,6 +168,8 @@ AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_roun
 // Why a memory shrink was refused: the payload of an Error of kind
 // ErrorKind::ShrinkRefused (errno EBUSY). Bytes; `id` names the cgroup.
 enum class ShrinkWhy { Usage, Growth, Pressure, Timeout };
+// "usage", "growth", "pressure", "timeout" (metric labels, API fields).
+std::string_view shrink_why_name(ShrinkWhy w);
 struct ShrinkRefusal {
   std::string id;
   uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;

@@ -194,11 +194,20 @@ Metrics::Metrics()
                     Family::Kind::Counter),
       readback_pass("podshim_readback_pass_seconds",
                     "Wall time of the last full read-back pass over every container (all slices).",
-                    Family::Kind::Gauge) {
+                    Family::Kind::Gauge),
+      shrink_pressure("podshim_memory_shrink_pressure_percent",
+                      "Highest memory PSI avg10 (kind: some, full) seen while a memory limit decrease held "
+                      "memory.high at its target, one observation per staged shrink.",
+                      Family::Kind::Histogram, {1, 2.5, 5, 10, 20, 40, 60, 80, 100}),
+      shrink_refusals("podshim_memory_shrink_refusals_total",
+                      "Memory limit decreases refused, by why: usage (anon/shmem above the target), growth "
+                      "(usage would cross it within the growth window), pressure (PSI above the threshold "
+                      "under the clamp), timeout (reclaim ran out of time).",
+                      Family::Kind::Counter) {
   all_ = {&resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed, &oom_kills,
           &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors, &containers,
           &pods,            &http_requests,  &http_denied,     &weight_formula,  &weight_samples,
-          &drift,           &drift_repairs,  &readback_pass};
+          &drift,           &drift_repairs,  &readback_pass,   &shrink_pressure, &shrink_refusals};
 }
 
 std::string Metrics::render() const {

@@ -78,6 +78,8 @@ class Metrics {
   Family drift;                  // podshim_drift{container,pod,resource}: 1 while kernel ≠ allocated
   Family drift_repairs;          // podshim_drift_repairs_total{result}
   Family readback_pass;          // podshim_readback_pass_seconds: the last full read-back pass
+  Family shrink_pressure;        // podshim_memory_shrink_pressure_percent{kind}: PSI avg10 seen per shrink (histogram)
+  Family shrink_refusals;        // podshim_memory_shrink_refusals_total{why}: usage, growth, pressure, timeout
 
   // The whole exposition, families in a fixed order.
   std::string render() const;

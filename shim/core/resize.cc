@@ -220,11 +220,15 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   const std::string reason = r ? r->message : r.error().message;
   const uint64_t reclaimed = r ? r->report.bytes_reclaimed : 0;
   const auto ms = static_cast<int64_t>(secs * 1000);
+  std::string seen;
+  if (r && (r->report.psi_some_avg10 > 0 || r->report.psi_full_avg10 > 0 || r->report.growth_bytes_per_sec))
+    seen = fmt::format(" (pressure some {:.1f}% full {:.1f}%, usage trend {:.1f} MiB/s)", r->report.psi_some_avg10,
+                       r->report.psi_full_avg10, static_cast<double>(r->report.growth_bytes_per_sec) / (1 << 20));
   for (const auto& it : f.items) {
     log::at(level, {{"CONTAINER_ID", it.c.id}},
-            "resize {}: container {} pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome, it.c.id,
+            "resize {}: container {} pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}{}", outcome, it.c.id,
             f.pod_uid.empty() ? "-" : f.pod_uid, to_string(f.source), fmt_res(it.before), fmt_res(it.next),
-            reclaimed, ms, reason.empty() ? "" : ": ", reason);
+            reclaimed, ms, seen, reason.empty() ? "" : ": ", reason);
   }
   if (f.pod_planned || (f.items.empty() && f.pod_resources)) {
     log::at(level, {}, "resize {}: pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome,
@@ -530,7 +534,15 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   if (!rep) {
     const Error& e = rep.error();
     const bool refused = e.kind == ErrorKind::ShrinkRefused;
-    if (metrics_ && refused) metrics_->shrinks_refused.inc();
+    if (metrics_ && refused) {
+      metrics_->shrinks_refused.inc();
+      const auto* why = e.payload_as<cgroup::ShrinkRefusal>();
+      metrics_->shrink_refusals.inc({{"why", std::string(why ? shrink_why_name(why->why) : "usage")}});
+      if (why && (why->psi_some_avg10 > 0 || why->psi_full_avg10 > 0)) {
+        metrics_->shrink_pressure.observe({{"kind", "some"}}, why->psi_some_avg10);
+        metrics_->shrink_pressure.observe({{"kind", "full"}}, why->psi_full_avg10);
+      }
+    }
     for (auto& it : f->items) {
       if (!it.actuated) continue;
       // Allocated stays at the new values: the kubelet allocates before it
@@ -550,6 +562,11 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   }
   result.report = *rep;
   if (metrics_ && rep->bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep->bytes_reclaimed));
+  if (metrics_ && (rep->psi_some_avg10 > 0 || rep->psi_full_avg10 > 0 || rep->bytes_reclaimed)) {
+    // A staged shrink watched the cgroup under its clamp: what it saw.
+    metrics_->shrink_pressure.observe({{"kind", "some"}}, rep->psi_some_avg10);
+    metrics_->shrink_pressure.observe({{"kind", "full"}}, rep->psi_full_avg10);
+  }
   // memory.events over the operation and its settle period: a kill makes
   // the outcome AppliedWithOomKill.
   std::string kills;

@@ -458,6 +458,19 @@ Reply Api::deregister_container(std::string_view id) {
   return json_reply(200, json{{"id", id}, {"removed", *r}});
 }
 
+// What the engine saw while resizing (issue 17: the pressure and growth a
+// staged shrink watched, reclaimed bytes, memory.events deltas per cgroup).
+static json report_json(const cgroup::ResizeReport& rep) {
+  json events = json::object();
+  for (const auto& [id, e] : rep.events)
+    events[id] = json{{"oom", e.oom}, {"oomKill", e.oom_kill}, {"high", e.high}, {"max", e.max}};
+  return json{{"bytesReclaimed", rep.bytes_reclaimed},
+              {"durationMs", rep.duration.count()},
+              {"growthBytesPerSecond", rep.growth_bytes_per_sec},
+              {"memoryEvents", std::move(events)},
+              {"pressure", json{{"someAvg10", rep.psi_some_avg10}, {"fullAvg10", rep.psi_full_avg10}}}};
+}
+
 Reply Api::resize_container(std::string_view id, std::string_view body) {
   if (!deps_.resize) return error_reply(503, "resizing is not available");
   auto req = parse_container_resize(body);
@@ -484,6 +497,8 @@ Reply Api::resize_container(std::string_view id, std::string_view body) {
   }
   out += "},\"message\":";
   core::append_json_string(out, r->message);
+  out += ",\"report\":";
+  out += report_json(r->report).dump();
   out += ",\"result\":";
   core::append_json_string(out, core::to_string(r->outcome));
   out += "}\n";
@@ -497,7 +512,10 @@ Reply Api::resize_pod(std::string_view uid, std::string_view body) {
   req->pod_uid = std::string(uid);
   auto r = deps_.resize->resize_pod(*req);
   if (!r) return error_reply(status_for(r.error()), r.error().message);
-  json j{{"result", core::to_string(r->outcome)}, {"message", r->message}, {"generations", r->generations}};
+  json j{{"result", core::to_string(r->outcome)},
+         {"message", r->message},
+         {"generations", r->generations},
+         {"report", report_json(r->report)}};
   return json_reply(200, j);
 }
 

@@ -20,9 +20,11 @@ class FakeActuator : public Actuator {
   }
   Result<cgroup::ResizeReport> apply_now(const cgroup::PodResizeRequest& req) {
     calls.push_back(req);
+    if (refusal) return Unexpected(cgroup::shrink_refused(*refusal));
     if (!fail_with.empty()) return Unexpected(Error{EBUSY, fail_with, fail_kind, {}});
     cgroup::ResizeReport r;
     r.bytes_reclaimed = 4096;
+    r.psi_some_avg10 = psi_some;
     for (const auto& c : req.containers) {
       last[c.cgroup_path] = c.desired;
       if (kill) r.events[c.id].oom_kill = 1;
@@ -37,6 +39,8 @@ class FakeActuator : public Actuator {
     for (auto& [a, done] : h) done(apply_now(a.plan));
   }
   bool hold = false, kill = false;
+  std::optional<cgroup::ShrinkRefusal> refusal;
+  double psi_some = 0;
   std::vector<std::pair<Actuation, Done>> held;
   std::vector<IntentSource> sources;
   Result<cgroup::Actual> read_actual(const std::string& path) override {
@@ -264,6 +268,31 @@ TEST_F(ResizeTest, AnOomKillDuringTheResizeIsNeverPlainlyApplied) {
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied_with_oom_kill"}}), 1);
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 0);
   EXPECT_EQ(metrics.oom_kills.value({{"container", "c1"}}), 1);
+}
+
+TEST_F(ResizeTest, RefusalsAreCountedByWhyAndPressureSeenIsObserved) {
+  // Issue 17.3: the pressure a staged shrink saw is in the result and a metric;
+  // a refusal is counted by its reason.
+  act.psi_some = 7.5;
+  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+  EXPECT_DOUBLE_EQ(r->report.psi_some_avg10, 7.5);
+  EXPECT_NE(metrics.render().find("podshim_memory_shrink_pressure_percent_count{kind=\"some\"} 1"), std::string::npos)
+      << metrics.render();
+  cgroup::ShrinkRefusal g;
+  g.id = "c1";
+  g.target = 64 * Mi;
+  g.usage = 60 * Mi;
+  g.why = cgroup::ShrinkWhy::Growth;
+  g.growth_bytes_per_sec = 50 * Mi;
+  act.refusal = g;
+  r = resize({std::nullopt, std::nullopt, std::nullopt, 64 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Error);
+  EXPECT_EQ(metrics.shrink_refusals.value({{"why", "growth"}}), 1);
+  EXPECT_EQ(metrics.shrink_refusals.value({{"why", "usage"}}), 0);
+  EXPECT_EQ(metrics.shrinks_refused.value({}), 1);
 }
 
 TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {

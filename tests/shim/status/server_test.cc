@@ -186,6 +186,11 @@ TEST_F(ServerTest, SocketModeAndEndpoints) {
   EXPECT_EQ(rj["result"], "applied");
   EXPECT_EQ(rj["container"]["allocated"]["memoryLimitBytes"], 256 << 20);
   EXPECT_EQ(rj["container"]["generation"], 1);
+  // What the engine saw comes back with the result (issue 17.3).
+  ASSERT_TRUE(rj.contains("report")) << rz.body;
+  EXPECT_TRUE(rj["report"].contains("bytesReclaimed")) << rz.body;
+  EXPECT_TRUE(rj["report"]["pressure"].contains("someAvg10")) << rz.body;
+  EXPECT_TRUE(rj["report"].contains("memoryEvents")) << rz.body;
 
   act.fail_with = "memory limit (1048576) below current usage (9999999)";
   rz = req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"memory":"1Mi"},"limits":{"memory":"1Mi"}}})");
