@@ -111,6 +111,19 @@ json to_json(const Pod& p) {
   return j;
 }
 
+Condition drift_condition(const Container& c) {
+  Condition dc;
+  dc.reason = "KernelValueDiffers";
+  dc.observed_generation = c.generation;
+  dc.last_transition_unix_ms = c.drift.front().since_unix_ms;
+  for (const auto& d : c.drift) {
+    dc.message += fmt::format("{}{}: allocated {}, kernel {}", dc.message.empty() ? "" : "; ", d.file, d.allocated,
+                              d.actual);
+    dc.last_transition_unix_ms = std::min(dc.last_transition_unix_ms, d.since_unix_ms);
+  }
+  return dc;
+}
+
 json to_json(const Container& c) {
   // Built by assignment rather than one initializer list: nlohmann copies
   // every element of an initializer list, which dominated GET /v1/containers.
@@ -132,18 +145,10 @@ json to_json(const Container& c) {
   if (c.conditions.in_progress) conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
   if (!c.drift.empty()) {
     json& drift = j["drift"] = json::array();
-    Condition dc;
-    dc.reason = "KernelValueDiffers";
-    dc.observed_generation = c.generation;
-    dc.last_transition_unix_ms = c.drift.front().since_unix_ms;
-    for (const auto& d : c.drift) {
+    for (const auto& d : c.drift)
       drift.push_back(json{{"resource", d.resource}, {"file", d.file}, {"allocated", d.allocated},
                            {"actual", d.actual}, {"sinceUnixMs", d.since_unix_ms}});
-      dc.message += fmt::format("{}{}: allocated {}, kernel {}", dc.message.empty() ? "" : "; ", d.file,
-                                d.allocated, d.actual);
-      dc.last_transition_unix_ms = std::min(dc.last_transition_unix_ms, d.since_unix_ms);
-    }
-    conds.push_back(to_json(dc, kPodshimDrift));
+    conds.push_back(to_json(drift_condition(c), kPodshimDrift));
   } else {
     j["drift"] = json::array();
   }

@@ -14,6 +14,9 @@ namespace podshim::core {
 nlohmann::json to_json(const K8sResources& r);
 nlohmann::json to_json(const Pod& p);
 nlohmann::json to_json(const Container& c);
+// The one PodshimDrift condition that stands for a container's drift list
+// (call only when c.drift is not empty); both JSON writers use it.
+Condition drift_condition(const Container& c);
 nlohmann::json to_json(const Event& e);
 
 // Parsers for the persisted form; errors name the offending field.

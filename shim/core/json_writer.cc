@@ -1,6 +1,6 @@
 #include "shim/core/json_writer.h"
+#include "shim/core/json.h"
 
-#include <algorithm>
 #include <charconv>
 
 namespace podshim::core {
@@ -211,18 +211,8 @@ void append_json(std::string& out, const Container& c) {
     condition(out, *c.conditions.in_progress, kPodResizeInProgress);
   }
   if (!c.drift.empty()) {
-    // The same condition json.cc builds: one PodshimDrift naming every file.
-    Condition dc;
-    dc.reason = "KernelValueDiffers";
-    dc.observed_generation = c.generation;
-    dc.last_transition_unix_ms = c.drift.front().since_unix_ms;
-    for (const auto& d : c.drift) {
-      dc.message += fmt::format("{}{}: allocated {}, kernel {}", dc.message.empty() ? "" : "; ", d.file,
-                                d.allocated, d.actual);
-      dc.last_transition_unix_ms = std::min(dc.last_transition_unix_ms, d.since_unix_ms);
-    }
     if (c.conditions.pending || c.conditions.in_progress) out += ',';
-    condition(out, dc, kPodshimDrift);
+    condition(out, drift_condition(c), kPodshimDrift);
   }
   out += "],";
   key(out, "desired");
