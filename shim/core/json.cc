@@ -96,6 +96,22 @@ json to_json(const K8sResources& r) {
   return j;
 }
 
+void to_json(json& j, const StringMap& m) {
+  j = json::object();
+  for (const auto& [k, v] : m) j[std::string(k)] = std::string(v);
+}
+
+void from_json(const json& j, StringMap& m) {
+  if (!j.is_object()) throw json::type_error::create(302, "type must be object, but is " + std::string(j.type_name()), &j);
+  std::vector<std::pair<std::string_view, std::string_view>> kv;
+  kv.reserve(j.size());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it->is_string()) throw json::type_error::create(302, "type must be string, but is " + std::string(it->type_name()), &*it);
+    kv.emplace_back(it.key(), it->get_ref<const std::string&>());
+  }
+  m.assign(kv.begin(), kv.end());
+}
+
 json to_json(const Pod& p) {
   json j{{"uid", p.uid},
          {"sandboxId", p.sandbox_id},

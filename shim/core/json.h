@@ -20,6 +20,13 @@ Condition drift_condition(const Container& c);
 nlohmann::json to_json(const Event& e);
 
 // Parsers for the persisted form; errors name the offending field.
+// nlohmann's conversions for StringMap (found by ADL): a JSON object of
+// strings, keys sorted as std::map's were. from_json throws
+// nlohmann::json::type_error on a non-string value, as get<std::map<...>>()
+// did.
+void to_json(nlohmann::json& j, const StringMap& m);
+void from_json(const nlohmann::json& j, StringMap& m);
+
 Result<K8sResources> resources_from_json(const nlohmann::json& j);
 Result<Pod> pod_from_json(const nlohmann::json& j);
 Result<Container> container_from_json(const nlohmann::json& j);

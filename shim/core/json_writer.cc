@@ -81,7 +81,7 @@ void actual(std::string& out, const std::optional<ActualResources>& a) {
   out += '}';
 }
 
-void string_map(std::string& out, const std::map<std::string, std::string>& m) {
+void string_map(std::string& out, const StringMap& m) {
   out += '{';
   bool first = true;
   for (const auto& [k, v] : m) {

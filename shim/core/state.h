@@ -36,6 +36,7 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "shim/core/cgroup_types.h"
+#include "shim/core/string_map.h"
 
 namespace podshim::core {
 
@@ -123,8 +124,8 @@ struct Pod {
   QosClass qos = QosClass::BestEffort;
   K8sResources resources;   // pod-level resources (KEP-2837), empty when unset
   std::optional<ActualResources> actual;
-  std::map<std::string, std::string> annotations;
-  std::map<std::string, std::string> labels;
+  StringMap annotations;
+  StringMap labels;
   Source source = Source::Api;
   bool operator==(const Pod&) const = default;
 };
@@ -151,7 +152,7 @@ struct Container {
   // The outcome of the last resize (core::to_string(ResizeOutcome)), for the
   // generation above; "in_progress" while the runtime or a shrink is busy.
   std::string last_outcome;
-  std::map<std::string, std::string> annotations;
+  StringMap annotations;
   Source source = Source::Api;
   bool operator==(const Container&) const = default;
 };

@@ -362,11 +362,12 @@ Reply Api::register_container(std::string_view body) {
   }
   if (auto it = j->find("annotations"); it != j->end()) {
     if (!it->is_object()) return error_reply(400, "field 'annotations' must be an object of strings");
-    c.annotations.clear();
-    for (const auto& [k, v] : it->items()) {
-      if (!v.is_string()) return error_reply(400, fmt::format("annotation '{}' must be a string", k));
-      c.annotations[k] = v.get<std::string>();
+    std::vector<std::pair<std::string_view, std::string_view>> kv;
+    for (auto a = it->begin(); a != it->end(); ++a) {
+      if (!a->is_string()) return error_reply(400, fmt::format("annotation '{}' must be a string", a.key()));
+      kv.emplace_back(a.key(), a->get_ref<const std::string&>());
     }
+    c.annotations.assign(kv.begin(), kv.end());
   }
   auto src = str_field("source", false);
   if (!src) return error_reply(400, src.error().message);

@@ -40,8 +40,7 @@ Labels with(Labels l, std::string_view k, std::string_view v) {
 }
 
 std::string annotation(const Container& c, const char* key) {
-  auto it = c.annotations.find(key);
-  return it == c.annotations.end() ? std::string() : it->second;
+  return std::string(c.annotations.get(key).value_or(std::string_view()));
 }
 
 // Outcome names are a fixed set, so the outcome label stays bounded:

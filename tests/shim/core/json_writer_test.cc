@@ -34,11 +34,11 @@ struct Gen {
     if (pick(2)) return std::nullopt;
     return ActualResources{res(), rng(), rng() >> 20, static_cast<int64_t>(rng() >> 1)};
   }
-  std::map<std::string, std::string> map() {
+  StringMap map() {
     std::map<std::string, std::string> m;
     int n = pick(4);
     for (int i = 0; i < n; ++i) m[str()] = str();
-    return m;
+    return {m.begin(), m.end()};
   }
   std::optional<Condition> cond() {
     if (pick(2)) return std::nullopt;

@@ -41,7 +41,7 @@ Container sample(std::string id) {
   c.generation = 3;
   c.conditions.in_progress = Condition{"Error", "memory limit (1) below current usage (2)", 3, 42};
   c.devices.push_back({"vendor.com/gpu=0", {"/dev/gpu0"}});
-  c.annotations["a"] = "b";
+  c.annotations.set("a", "b");
   c.source = Source::Hook;
   return c;
 }
@@ -56,7 +56,7 @@ TEST(Store, PersistsAcrossReopen) {
     Pod p;
     p.uid = "pod-1";
     p.qos = QosClass::Burstable;
-    p.labels["app"] = "x";
+    p.labels.set("app", "x");
     ASSERT_TRUE((*s)->upsert_pod(p));
     auto removed = (*s)->remove_container("c2");
     ASSERT_TRUE(removed);
@@ -72,7 +72,7 @@ TEST(Store, PersistsAcrossReopen) {
   auto p = (*s)->pod("pod-1");
   ASSERT_TRUE(p);
   EXPECT_EQ(p->qos, QosClass::Burstable);
-  EXPECT_EQ(p->labels.at("app"), "x");
+  EXPECT_EQ(p->labels.get("app"), std::optional<std::string_view>("x"));
 }
 
 TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
