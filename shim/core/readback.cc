@@ -179,9 +179,14 @@ const Drift* find_drift(const std::vector<Drift>& v, std::string_view resource) 
 }  // namespace
 
 struct ReadBack::Impl {
+  // Kept small: there is one per container (3000 on a big node). The
+  // container's id is the map key (`id` points at it), its cgroup path is in
+  // the store (only a hash of it is kept here, to notice a change), and the
+  // labels of its drift series are built when a series is set.
   struct Entry {
-    std::string cgroup_path;
-    std::string relpath;  // resolved from cgroup_path; empty until then
+    const std::string* id = nullptr;  // the key of this entry in `entries`
+    size_t cgroup_path_hash = 0;
+    std::string relpath;  // resolved from the container's cgroup path; empty until then
     std::string state;
     UniqueFd dir;              // the cgroup directory, kept while dir_cap allows
     std::optional<Fds> fds;   // its attribute files, kept for fd_cache containers
@@ -189,7 +194,7 @@ struct ReadBack::Impl {
     Clock::time_point allocated_at{};
     std::vector<Drift> drift;       // as last reported
     std::set<std::string> repaired;  // "resource=actual" a repair was tried for
-    Labels labels;                  // container, pod (podshim_drift)
+    std::string pod_label;           // the pod label of its podshim_drift series, once the pod is known
     bool queued = false;
   };
 
@@ -244,17 +249,20 @@ struct ReadBack::Impl {
   }
 
   Entry& add(const Container& c) {
-    auto& e = entries[c.id];
-    e.cgroup_path = c.cgroup_path;
+    auto [it, fresh] = entries.try_emplace(c.id);
+    Entry& e = it->second;
+    e.id = &it->first;
+    e.cgroup_path_hash = path_hash(c.cgroup_path);
     e.state = c.state;
     e.allocated = c.allocated;
     // What is allocated when podshim first sees a container is what the
     // runtime already wrote (Synchronize, CreateContainer): settled.
     e.allocated_at = now() - opts.settle;
     e.drift = c.drift;
-    e.labels = {{"container", c.id}};
     return e;
   }
+
+  static size_t path_hash(std::string_view p) { return std::hash<std::string_view>{}(p); }
 
   void forget(const std::string& id) {
     auto it = entries.find(id);
@@ -266,7 +274,8 @@ struct ReadBack::Impl {
   }
 
   Labels with_resource(const Entry& e, std::string_view resource) const {
-    Labels l = e.labels;
+    Labels l{{"container", *e.id}};
+    if (!e.pod_label.empty()) l.emplace_back("pod", e.pod_label);
     l.emplace_back("resource", std::string(resource));
     return l;
   }
@@ -287,9 +296,9 @@ struct ReadBack::Impl {
     }
     Entry& e = it->second;
     bool read = false;
-    if (c.cgroup_path != e.cgroup_path) {
+    if (path_hash(c.cgroup_path) != e.cgroup_path_hash) {
       drop_fds(e);
-      e.cgroup_path = c.cgroup_path;
+      e.cgroup_path_hash = path_hash(c.cgroup_path);
       e.relpath.clear();
       read = true;
     }
@@ -312,7 +321,7 @@ struct ReadBack::Impl {
 
   // Reads the kernel's files for `e`: through kept fds when it has them,
   // else opening them (and keeping them while the cache has room).
-  Result<Raw> sample(Entry& e) {
+  Result<Raw> sample(Entry& e, const std::string& cgroup_path) {
     if (e.fds) {
       auto r = read_files(*e.fds);
       if (r) {
@@ -324,8 +333,8 @@ struct ReadBack::Impl {
       if (!gone_errno(r.error().code)) return r;
     }
     if (e.relpath.empty()) {
-      auto loc = cgroup::resolve_cgroup_path(e.cgroup_path, opts.driver);
-      if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", e.cgroup_path));
+      auto loc = cgroup::resolve_cgroup_path(cgroup_path, opts.driver);
+      if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", cgroup_path));
       e.relpath = loc->relpath;
     }
     // The directory fd is cheap for the kernel (no seq_file buffer) and
@@ -440,12 +449,12 @@ struct ReadBack::Impl {
       e.allocated = c->allocated;
       e.allocated_at = now();
     }
-    if (e.labels.size() < 2) {
+    if (e.pod_label.empty()) {
       if (auto p = store.pod(c->pod_uid)) {
         // The pod became known after the drift was reported: move its series.
         if (metrics)
           for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
-        e.labels = {{"container", id}, {"pod", p->name.empty() ? p->uid : p->name}};
+        e.pod_label = p->name.empty() ? p->uid : p->name;
         for (const auto& d : e.drift) set_drift_metric(e, d.resource, 1);
       }
     }
@@ -462,7 +471,7 @@ struct ReadBack::Impl {
       return;
     }
     ++stats.reads;
-    auto raw = sample(e);
+    auto raw = sample(e, c->cgroup_path);
     Result<Kernel> k = raw ? parse(std::move(*raw)) : Result<Kernel>(Unexpected(raw.error()));
     if (!k) {
       if (gone_errno(k.error().code)) {
