@@ -1,11 +1,13 @@
 #include "shim/status/metrics_listener.h"
 
 #include <arpa/inet.h>
-#include <microhttpd.h>
+#include <sys/socket.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <list>
 
 #include "base/log.h"
 #include "base/str.h"
@@ -13,83 +15,174 @@
 
 namespace podshim::status {
 
+// A scraper needs one connection at a time, sends no body, and reconnects
+// freely; so each connection carries one request and is closed after the
+// answer ("Connection: close"), and a client gets a bounded head, a bounded
+// number of connections and a total deadline. This used to be
+// libmicrohttpd, whose Debian build pulls GnuTLS and its eight libraries
+// (about 2.4 MiB of resident mappings in podshimd) into every node's daemon
+// for a listener that is off by default.
 struct MetricsListener::Impl {
+  static constexpr size_t kMaxConnections = 16;
+  static constexpr size_t kMaxHeadBytes = 8 << 10;
+  static constexpr uint64_t kDeadlineUs = 10'000'000;  // per connection, head and answer
+
+  struct Conn {
+    Impl* owner = nullptr;
+    std::list<Conn>::iterator self;
+    UniqueFd fd;
+    sd_event_source* io = nullptr;
+    sd_event_source* timer = nullptr;
+    std::string in;
+    std::string out;
+    size_t sent = 0;
+    ~Conn() {
+      if (io) sd_event_source_disable_unref(io);
+      if (timer) sd_event_source_disable_unref(timer);
+    }
+  };
+
   sd_event* loop = nullptr;
-  MHD_Daemon* mhd = nullptr;
-  sd_event_source* io = nullptr;
-  sd_event_source* timer = nullptr;
+  UniqueFd listen_fd;
+  sd_event_source* accept_src = nullptr;
   std::function<std::string()> render;
   std::string address;
+  std::list<Conn> conns;
 
   ~Impl() {
-    if (mhd) MHD_stop_daemon(mhd);
-    if (io) sd_event_source_disable_unref(io);
-    if (timer) sd_event_source_disable_unref(timer);
+    conns.clear();
+    if (accept_src) sd_event_source_disable_unref(accept_src);
   }
 
-  void drive() {
-    MHD_run(mhd);
-    MHD_UNSIGNED_LONG_LONG to = 0;
-    if (MHD_get_timeout(mhd, &to) != MHD_YES) {
-      sd_event_source_set_enabled(timer, SD_EVENT_OFF);
+  void close_conn(Conn& c) { conns.erase(c.self); }
+
+  static std::string response(unsigned status, std::string_view reason, std::string_view type,
+                              std::string_view body, bool head_only, std::string_view extra = {}) {
+    std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
+                                  status, reason, type, body.size(), extra);
+    if (!head_only) out.append(body);
+    return out;
+  }
+
+  // The answer to a complete request head.
+  std::string answer(std::string_view head) {
+    const auto eol = head.find_first_of("\r\n");
+    std::string_view line = head.substr(0, eol);
+    const auto sp1 = line.find(' ');
+    const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.substr(sp2 + 1).substr(0, 7) != "HTTP/1.")
+      return response(400, "Bad Request", "text/plain", "bad request line\n", false);
+    const std::string_view method = line.substr(0, sp1);
+    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+    const bool head_only = method == "HEAD";
+    if (target != "/metrics")
+      return response(404, "Not Found", "text/plain", "not found: only /metrics is served here\n", head_only);
+    if (method != "GET" && !head_only)
+      return response(405, "Method Not Allowed", "text/plain", "use GET\n", false, "Allow: GET, HEAD\r\n");
+    return response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render(), head_only);
+  }
+
+  // Writes what it can; false when the connection is done (sent or failed).
+  bool flush(Conn& c) {
+    while (c.sent < c.out.size()) {
+      ssize_t n = send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        sd_event_source_set_io_events(c.io, EPOLLOUT);
+        return true;
+      }
+      return false;
+    }
+    return false;
+  }
+
+  void on_conn_io(Conn& c, uint32_t events) {
+    if (!c.out.empty()) {
+      if (!flush(c)) close_conn(c);
       return;
     }
-    uint64_t now = 0;
-    sd_event_now(loop, CLOCK_MONOTONIC, &now);
-    sd_event_source_set_time(timer, now + to * 1000);
-    sd_event_source_set_enabled(timer, SD_EVENT_ONESHOT);
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+      char buf[4096];
+      for (;;) {
+        ssize_t n = recv(c.fd.get(), buf, sizeof(buf), 0);
+        if (n > 0) {
+          c.in.append(buf, static_cast<size_t>(n));
+          if (c.in.size() > kMaxHeadBytes) break;
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        close_conn(c);  // closed (or failed) before a complete head
+        return;
+      }
+    }
+    auto end = c.in.find("\r\n\r\n");
+    if (end == std::string::npos) end = c.in.find("\n\n");
+    if (end == std::string::npos) {
+      if (c.in.size() > kMaxHeadBytes) {
+        c.out = response(431, "Request Header Fields Too Large", "text/plain", "request head too large\n", false);
+        if (!flush(c)) close_conn(c);
+      }
+      return;
+    }
+    // Any body is left unread: the connection closes after the answer.
+    c.out = answer(std::string_view(c.in).substr(0, end));
+    c.in.clear();
+    c.in.shrink_to_fit();
+    if (!flush(c)) close_conn(c);
+  }
+
+  void on_accept() {
+    for (;;) {
+      UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) log::debug("metrics listener: accept: {}", std::strerror(errno));
+        return;
+      }
+      if (conns.size() >= kMaxConnections) {
+        // Best effort, never blocking: the listener is not a queue.
+        const std::string busy = response(503, "Service Unavailable", "text/plain", "too many connections\n", false);
+        (void)send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        continue;
+      }
+      conns.emplace_back();
+      Conn& c = conns.back();
+      c.owner = this;
+      c.self = std::prev(conns.end());
+      c.fd = std::move(fd);
+      uint64_t now = 0;
+      sd_event_now(loop, CLOCK_MONOTONIC, &now);
+      if (sd_event_add_io(loop, &c.io, c.fd.get(), EPOLLIN, &conn_io_cb, &c) < 0 ||
+          sd_event_add_time(loop, &c.timer, CLOCK_MONOTONIC, now + kDeadlineUs, 100'000, &conn_timer_cb, &c) < 0) {
+        conns.pop_back();
+        continue;
+      }
+    }
+  }
+
+  static int conn_io_cb(sd_event_source*, int, uint32_t events, void* userdata) {
+    auto* c = static_cast<Conn*>(userdata);
+    c->owner->on_conn_io(*c, events);
+    return 0;
+  }
+  static int conn_timer_cb(sd_event_source*, uint64_t, void* userdata) {
+    auto* c = static_cast<Conn*>(userdata);
+    c->owner->close_conn(*c);
+    return 0;
+  }
+  static int accept_cb(sd_event_source*, int, uint32_t, void* userdata) {
+    static_cast<Impl*>(userdata)->on_accept();
+    return 0;
   }
 };
 
 namespace {
-
-using Impl = MetricsListener::Impl;
-
-MHD_Result reply(MHD_Connection* conn, unsigned status, std::string body, const char* type) {
-  MHD_Response* resp =
-      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (!resp) return MHD_NO;
-  MHD_add_response_header(resp, "Content-Type", type);
-  if (status == 405) MHD_add_response_header(resp, "Allow", "GET, HEAD");
-  MHD_Result r = MHD_queue_response(conn, status, resp);
-  MHD_destroy_response(resp);
-  return r;
-}
-
-MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*,
-                      const char*, size_t* upload_data_size, void** con_cls) {
-  auto* impl = static_cast<Impl*>(cls);
-  if (!*con_cls) {
-    // First call: headers only. Mark the connection and wait for the end of
-    // any body, which is discarded unread below.
-    *con_cls = impl;
-    return MHD_YES;
-  }
-  if (*upload_data_size > 0) {
-    *upload_data_size = 0;
-    return MHD_YES;
-  }
-  std::string_view m(method), path(url);
-  if (path != "/metrics") return reply(conn, 404, "not found: only /metrics is served here\n", "text/plain");
-  if (m != "GET" && m != "HEAD") return reply(conn, 405, "use GET\n", "text/plain");
-  return reply(conn, 200, impl->render(), "text/plain; version=0.0.4; charset=utf-8");
-}
-
-void log_mhd(void*, const char* fmt, va_list ap) {
-  char buf[512];
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  log::debug("microhttpd (metrics): {}", str::trim(buf));
-}
-
-int on_wake(sd_event_source*, int, uint32_t, void* userdata) {
-  static_cast<Impl*>(userdata)->drive();
-  return 0;
-}
-
-int on_timer(sd_event_source*, uint64_t, void* userdata) {
-  static_cast<Impl*>(userdata)->drive();
-  return 0;
-}
 
 std::string format_address(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = {};
@@ -163,24 +256,9 @@ Result<std::unique_ptr<MetricsListener>> MetricsListener::start(sd_event* loop, 
   impl->loop = loop;
   impl->render = std::move(render);
   impl->address = format_address(bound);
-  int lfd = fd.release();  // MHD closes it in MHD_stop_daemon
-  // Small limits: a scraper needs one connection at a time and no body.
-  impl->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &on_request, impl.get(),
-                               MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                               MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                               static_cast<size_t>(32 * 1024), MHD_OPTION_EXTERNAL_LOGGER, &log_mhd, nullptr,
-                               MHD_OPTION_END);
-  if (!impl->mhd) {
-    close(lfd);
-    return fail(EIO, "starting libmicrohttpd on {} failed", impl->address);
-  }
-  const MHD_DaemonInfo* di = MHD_get_daemon_info(impl->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-  if (!di) return fail(EIO, "libmicrohttpd has no epoll fd");
-  int r = sd_event_add_io(loop, &impl->io, di->epoll_fd, EPOLLIN, &on_wake, impl.get());
+  impl->listen_fd = std::move(fd);
+  int r = sd_event_add_io(loop, &impl->accept_src, impl->listen_fd.get(), EPOLLIN, &Impl::accept_cb, impl.get());
   if (r < 0) return fail_code(-r, "adding the metrics listener to the event loop");
-  r = sd_event_add_time(loop, &impl->timer, CLOCK_MONOTONIC, 0, 1000, &on_timer, impl.get());
-  if (r < 0) return fail_code(-r, "adding the metrics listener timer");
-  impl->drive();
   return std::unique_ptr<MetricsListener>(new MetricsListener(std::move(impl)));
 }
 

@@ -1,8 +1,8 @@
 // The read-only TCP listener for Prometheus: GET /metrics and nothing else
 // (every other path is 404, every other method 405), no request body read,
-// no access to the status API. Off unless metrics.listen is set. Runs
-// libmicrohttpd on the daemon's sd-event loop the same way the status socket
-// does (epoll fd as an io source, a one-shot timer from MHD_get_timeout()).
+// no access to the status API. Off unless metrics.listen is set. Served on
+// the daemon's sd-event loop: one request per connection, at most 16
+// connections, an 8 KiB request head and 10 s per connection.
 #pragma once
 
 #include <netinet/in.h>

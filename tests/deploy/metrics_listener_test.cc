@@ -1,8 +1,15 @@
 // metrics.listen parsing and the per-container families' bounds, without a
 // daemon (the daemon end to end: deploy-alert-rules).
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "shim/core/config.h"
 #include "shim/core/state.h"
@@ -11,6 +18,133 @@
 
 namespace podshim {
 namespace {
+
+// The TCP listener itself, on a real sd-event loop and loopback sockets.
+class Listener : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(sd_event_new(&loop_), 0);
+    auto l = status::MetricsListener::start(loop_, "127.0.0.1:0", [this] {
+      ++renders_;
+      return std::string("podshim_up 1\n");
+    });
+    ASSERT_TRUE(l) << l.error().message;
+    listener_ = std::move(*l);
+    port_ = static_cast<uint16_t>(std::stoi(listener_->address().substr(listener_->address().rfind(':') + 1)));
+  }
+  void TearDown() override {
+    listener_.reset();
+    sd_event_unref(loop_);
+  }
+  int connect_fd() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port_);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  }
+  // Runs `client` on a thread while this thread drives the loop.
+  void with_loop(const std::function<void()>& client) {
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      client();
+      done = true;
+    });
+    while (!done) sd_event_run(loop_, 20'000);
+    t.join();
+  }
+  static std::string read_all(int fd) {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+  std::string ask(const std::string& req) {
+    std::string out;
+    with_loop([&] {
+      int fd = connect_fd();
+      EXPECT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+      out = read_all(fd);
+      close(fd);
+    });
+    return out;
+  }
+
+  sd_event* loop_ = nullptr;
+  std::unique_ptr<status::MetricsListener> listener_;
+  uint16_t port_ = 0;
+  int renders_ = 0;
+};
+
+TEST_F(Listener, ServesMetricsAndNothingElse) {
+  std::string r = ask("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("Content-Length: 13\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\r\n\r\npodshim_up 1\n"), std::string::npos) << r;
+  r = ask("GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  r = ask("HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(r.find("podshim_up"), std::string::npos) << "HEAD carries no body: " << r;
+  r = ask("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+  EXPECT_EQ(r.rfind("HTTP/1.1 405 ", 0), 0u) << r;
+  EXPECT_NE(r.find("Allow: GET, HEAD\r\n"), std::string::npos) << r;
+  r = ask("GET /v1/containers HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u) << r;
+  r = ask("garbage\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 400 ", 0), 0u) << r;
+  EXPECT_EQ(renders_, 3) << "rendered for the two GETs and the HEAD only";
+}
+
+TEST_F(Listener, RefusesAnOversizeHead) {
+  std::string req = "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n";
+  std::string r;
+  with_loop([&] {
+    int fd = connect_fd();
+    (void)!write(fd, req.data(), req.size());
+    r = read_all(fd);
+    close(fd);
+  });
+  EXPECT_EQ(r.rfind("HTTP/1.1 431 ", 0), 0u) << r.substr(0, 200);
+  EXPECT_EQ(renders_, 0);
+}
+
+TEST_F(Listener, BoundsConnectionsAndStillServesAfterwards) {
+  std::string over, after;
+  with_loop([&] {
+    std::vector<int> idle;
+    for (int i = 0; i < 16; ++i) idle.push_back(connect_fd());
+    usleep(200'000);  // let the loop accept them
+    int fd = connect_fd();
+    over = read_all(fd);
+    close(fd);
+    for (int f : idle) close(f);
+    usleep(200'000);
+    fd = connect_fd();
+    const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    after = read_all(fd);
+    close(fd);
+  });
+  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
+  EXPECT_EQ(after.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << after;
+}
+
+TEST_F(Listener, AnswersALargeBodyThroughPartialWrites) {
+  listener_.reset();
+  const std::string big(3 << 20, 'x');
+  auto l = status::MetricsListener::start(loop_, "127.0.0.1:0", [&] { return big; });
+  ASSERT_TRUE(l);
+  listener_ = std::move(*l);
+  port_ = static_cast<uint16_t>(std::stoi(listener_->address().substr(listener_->address().rfind(':') + 1)));
+  std::string r = ask("GET /metrics HTTP/1.1\r\n\r\n");
+  ASSERT_GT(r.size(), big.size());
+  EXPECT_EQ(r.substr(r.size() - big.size()), big);
+}
 
 TEST(ListenAddress, AcceptsLiteralsOnly) {
   for (const char* ok : {"127.0.0.1:9464", ":9464", "0.0.0.0:0", "[::1]:9464", "[::]:80"}) {
