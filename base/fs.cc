@@ -122,7 +122,7 @@ Result<std::string> read_file_at(int dirfd, std::string_view relpath, size_t max
 }
 
 Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view data) {
-  auto fd = open_beneath(dirfd, relpath, O_WRONLY);
+  auto fd = open_beneath(dirfd, relpath, O_WRONLY | O_TRUNC);
   if (!fd) return Unexpected(fd.error());
   ssize_t n;
   do {

@@ -50,8 +50,12 @@ Result<std::string> read_file_at(int dirfd, std::string_view relpath,
 Result<std::string> read_fd(int fd, size_t max = kDefaultMaxRead);
 
 // Writes `data` with one write(2) to an existing file beneath dirfd (no
-// O_CREAT, no O_TRUNC): the contract of cgroup and sysfs attribute files,
-// where one write is one operation and a short write is an error.
+// O_CREAT): the contract of cgroup and sysfs attribute files, where one write
+// is one operation and a short write is an error. It opens with O_TRUNC, as
+// a shell's `echo v > memory.max` does: kernfs ignores the truncation, and a
+// tree of regular files standing in for cgroupfs (tests, benchmarks) then
+// holds exactly the last value written, not "max" over "201326592" read back
+// as "max326592".
 Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view data);
 
 // Replaces a file atomically and durably: writes a temporary file beside it,

@@ -91,7 +91,7 @@ int main() {
     auto r = keep.request(m, t, body);
     return r ? *r : podshim::status::HttpResponse{};
   };
-  int applied = 0, sent = 0;
+  int applied = 0, in_progress = 0, sent = 0;
   auto resize_body = [](int i) {
     std::string mem = std::to_string(128 + (i % 2) * 64) + "Mi";
     return R"({"resources":{"limits":{"memory":")" + mem + R"(","cpu":")" + std::to_string(200 + i % 7 * 100) +
@@ -99,7 +99,14 @@ int main() {
   };
   auto count = [&](const podshim::status::HttpResponse& r) {
     ++sent;
-    if (r.body.find("\"applied\"") != std::string::npos) ++applied;
+    // A memory decrease answers in_progress: its shrink settles on the
+    // daemon's timers (cgroup.shrink_settle_ms) after the reply.
+    if (r.body.find("\"applied\"") != std::string::npos)
+      ++applied;
+    else if (r.body.find("\"in_progress\"") != std::string::npos)
+      ++in_progress;
+    else if (sent - applied - in_progress == 1)
+      std::fprintf(stderr, "first resize answered otherwise: %d %s\n", r.status, r.body.c_str());
   };
   size_t bytes = 0;
   std::printf("-- one connection per request\n");
@@ -119,12 +126,12 @@ int main() {
           count(kreq("POST", "/v1/containers/c" + std::to_string(i % kContainers) + "/resize", resize_body(i + 1)));
         }));
   std::printf("  list response size: %zu bytes\n", bytes);
-  std::printf("  resizes applied: %d of %d (hooks-only mode: each container's state file replaced before the reply)\n",
-              applied, sent);
+  std::printf("  resizes answered applied: %d, in_progress (memory decreases, settling after the reply): %d, of %d\n",
+              applied, in_progress, sent);
   long rss2 = rss_kib(d.pid());
   std::printf("podshimd RSS: %ld KiB idle, %ld KiB with %d containers, %ld KiB after the run\n", rss0, rss1,
               kContainers, rss2);
   d.stop();
   std::filesystem::remove_all(dir);
-  return applied == sent ? 0 : 1;
+  return applied + in_progress == sent ? 0 : 1;
 }

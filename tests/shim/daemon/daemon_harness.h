@@ -25,7 +25,10 @@ inline std::string make_temp_dir() {
   return mkdtemp(tmpl);
 }
 
-// Seeds a fake cgroup v2 directory with the files the engine reads and writes.
+// Seeds a fake cgroup v2 directory with the files the engine reads and
+// writes. memory.high holds what the kernel's does until someone writes it
+// ("max"): a memory decrease clamps it and restores what it read, and an
+// empty file made every decrease an error.
 inline void fake_cgroup(const std::string& root, const std::string& rel) {
   std::string d = root + rel;
   std::filesystem::create_directories(d);
@@ -33,7 +36,7 @@ inline void fake_cgroup(const std::string& root, const std::string& rel) {
   put("cpu.weight", "");
   put("cpu.max", "");
   put("memory.max", "");
-  put("memory.high", "");
+  put("memory.high", "max\n");
   put("memory.min", "");
   put("memory.low", "");
   put("memory.current", "1000\n");
