@@ -1,9 +1,28 @@
 // The one journal of the cgroup engine: memory.high clamps a shrink (or a
 // ReclaimOnly resize) put on a cgroup, so a restart can undo one a crash
-// left behind. One file per cgroup under state_dir/cgroup ("clamp-<hash>"):
-// a magic line, the cgroup's path below the root, the memory.high to restore.
+// left behind.
+//
+// One append-only file, state_dir/cgroup/clamps.log: a header line, then one
+// record per clamp put on ("C <len> <relpath> <memory.high to restore>") and
+// per clamp taken off ("D <len> <relpath>"), each one write(2) with O_APPEND.
+// The clamps in force are the C records without a later D. The file is cut
+// back to its header when no clamp is in force and it has grown past 64 KiB
+// (ftruncate: no new inode), and rewritten (rename) only past 1 MiB with a
+// clamp held all along.
+//
+// Why not a file per clamp, as podshim had: creating, renaming and deleting a
+// file for every shrink made ext4 allocate an inode each time, and ext4 scans
+// its bitmaps to avoid reusing recently deleted ones (recently_deleted(), in
+// fs/ext4/ialloc.c); with a few hundred shrinks that was half of podshimd's CPU
+// in the status benchmark. podshim versions before this wrote
+// "clamp-<hash>" files; recover() still replays and removes them.
+//
+// Not fsynced: the journal must survive a podshimd crash, which it does from
+// the page cache; a node crash takes every cgroup it describes with it.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -13,19 +32,34 @@ namespace podshim::cgroup {
 
 class ClampJournal {
  public:
+  static constexpr std::string_view kFileName = "clamps.log";
+
+  // A journal that has nowhere to write: record() fails.
+  ClampJournal() = default;
   // `state_fd`: the journal directory, borrowed for the journal's lifetime.
-  explicit ClampJournal(int state_fd) : state_fd_(state_fd) {}
+  // Copies share one open file and one view of the clamps in force.
+  explicit ClampJournal(int state_fd);
+
   // Records that `relpath`'s memory.high must go back to `prev_high`.
   Result<void> record(std::string_view relpath, std::string_view prev_high) const;
   // Forgets `relpath`'s clamp (after memory.high was restored).
   void drop(std::string_view relpath) const;
   // Restores every journaled clamp beneath `root_fd` and drops its entry; a
-  // cgroup that is gone counts as restored. Also drops the plan journals of
-  // podshim versions before the runtime became the source of truth.
+  // cgroup that is gone counts as restored. A clamp that cannot be restored
+  // stays journaled (and the error says which). Also drops the plan
+  // journals of podshim versions before the runtime became the source of
+  // truth.
   Result<void> recover(int root_fd) const;
 
+  // The clamps in force as the file in `state_fd` records them: relpath →
+  // memory.high to restore (tests and diagnostics; recover() uses the same
+  // reading).
+  static Result<std::map<std::string, std::string>> read(int state_fd);
+
+  struct Log;
+
  private:
-  int state_fd_;
+  std::shared_ptr<Log> log_;
 };
 
 }  // namespace podshim::cgroup

@@ -92,6 +92,7 @@ struct Engine::Impl {
   EngineOptions opts;
   UniqueFd root_fd;
   UniqueFd state_fd;
+  ClampJournal clamps;  // on state_fd; copies share its file and view
   std::mutex locks_mu;
   std::mutex um_mu;
   std::shared_ptr<UnitManager> um;
@@ -139,7 +140,7 @@ struct Engine::Impl {
 
   // ---- memory shrink without OOM kills (kubernetes#135670) ----
 
-  ClampJournal journal() const { return ClampJournal(state_fd.get()); }
+  ClampJournal journal() const { return clamps; }
   Result<void> journal_clamp(const Bound& t, const std::string& prev_high) {
     return journal().record(t.loc.relpath, prev_high);
   }
@@ -563,6 +564,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
   auto st = fs::open_dir(journal_dir);
   if (!st) return wrap(st, "state directory");
   impl->state_fd = std::move(*st);
+  impl->clamps = ClampJournal(impl->state_fd.get());
   if (opts.shrink_timeout.count() <= 0 || opts.shrink_timeout > std::chrono::milliseconds(1900))
     return fail(EINVAL, "shrink timeout {} ms must be in (0, 1900] to stay under NRI's 2 s",
                 opts.shrink_timeout.count());

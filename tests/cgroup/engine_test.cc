@@ -1,5 +1,7 @@
 #include "cgroup/engine.h"
+#include "cgroup/clamp_journal.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,17 @@
 
 namespace podshim::cgroup {
 namespace {
+
+// The clamps the engine's journal holds in force (relpath -> memory.high).
+std::map<std::string, std::string> journaled(const std::string& state) {
+  int fd = ::open((state + "/cgroup").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return {{"<no journal directory>", ""}};
+  auto r = podshim::cgroup::ClampJournal::read(fd);
+  ::close(fd);
+  if (!r) return {{"<unreadable journal>", r.error().message}};
+  return *r;
+}
+
 
 using testing::FakeTree;
 
@@ -97,7 +110,7 @@ TEST_F(EngineTest, AppliesAndReadsBack) {
   EXPECT_TRUE(again->steps.empty());
   EXPECT_TRUE(writes.empty());
   // No journal is left behind.
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, LinearFormulaFromConfig) {
@@ -146,7 +159,7 @@ TEST_F(EngineTest, RollbackInReverseWhenAWriteFailsMidway) {
   ASSERT_GE(limits.size(), expect_tail.size());
   std::vector<std::string> tail(limits.end() - expect_tail.size(), limits.end());
   EXPECT_EQ(tail, expect_tail);
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, RollbackWhenTheFileIsNotWritable) {
@@ -218,8 +231,7 @@ TEST_F(EngineTest, ShrinkReclaimsPageCacheThenApplies) {
     if (file == "memory.reclaim") {
       // The clamp is held and journaled while reclaiming.
       clamp_seen = tree.get("kubepods/c1", "memory.high") == std::to_string(32 * kMi);
-      for (auto& f : std::filesystem::directory_iterator(tree.state() + "/cgroup"))
-        if (f.path().filename().string().rfind("clamp-", 0) == 0) journal_copy = f.path();
+      if (auto j = journaled(tree.state()); j.count("kubepods/c1")) journal_copy = j["kubepods/c1"];
       // The excess, in chunks of at most 64 MiB (one write per tick).
       EXPECT_EQ(value, std::to_string(std::min<int64_t>(100 * kMi - 32 * kMi, 64 * kMi)));
       tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));  // "reclaimed"
@@ -234,7 +246,7 @@ TEST_F(EngineTest, ShrinkReclaimsPageCacheThenApplies) {
   EXPECT_EQ(r->bytes_reclaimed, static_cast<uint64_t>(80 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(32 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");  // restored
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {
@@ -248,7 +260,7 @@ TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {
   EXPECT_EQ(r.error().kind, ErrorKind::ShrinkRefused) << r.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, RecoverRestoresAClampLeftByACrash) {
@@ -257,13 +269,11 @@ TEST_F(EngineTest, RecoverRestoresAClampLeftByACrash) {
   std::string saved;
   hook = [&](const std::string&, const std::string& file, const std::string&) {
     if (file != "memory.reclaim" || !saved.empty()) return;
-    for (auto& f : std::filesystem::directory_iterator(tree.state() + "/cgroup")) {
-      if (f.path().filename().string().rfind("clamp-", 0) != 0) continue;
-      std::ifstream in(f.path());
-      std::stringstream ss;
-      ss << in.rdbuf();
-      saved = f.path().filename().string() + "\n" + ss.str();
-    }
+    if (journaled(tree.state()).empty()) return;
+    std::ifstream in(tree.state() + "/cgroup/clamps.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    saved = ss.str();
   };
   {
     auto e = engine(options());
@@ -273,15 +283,14 @@ TEST_F(EngineTest, RecoverRestoresAClampLeftByACrash) {
   }
   ASSERT_FALSE(saved.empty());
   // Simulate the crash: the clamp is still on the cgroup and in the journal.
-  std::string name = saved.substr(0, saved.find('\n'));
-  std::ofstream(tree.state() + "/cgroup/" + name) << saved.substr(saved.find('\n') + 1);
+  std::ofstream(tree.state() + "/cgroup/clamps.log") << saved;
   tree.set("kubepods/c1", "memory.high", std::to_string(32 * kMi));
   hook = nullptr;
   auto e = engine(options());
   auto r = e->recover();
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, NoPlanJournalOnlyAClampOneAndStalePlanJournalsAreDropped) {
@@ -297,7 +306,7 @@ TEST_F(EngineTest, NoPlanJournalOnlyAClampOneAndStalePlanJournalsAreDropped) {
   };
   ASSERT_FALSE(e->resize(req));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
   fail_all = false;
   hook = nullptr;
   ASSERT_TRUE(e->resize(req));
@@ -308,7 +317,7 @@ TEST_F(EngineTest, NoPlanJournalOnlyAClampOneAndStalePlanJournalsAreDropped) {
   auto r = e->recover();
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, HostilePathsAndSymlinksRefused) {
@@ -554,7 +563,7 @@ TEST_F(EngineTest, GrowthRefusedWithTheRate) {
   EXPECT_NE(std::find(writes.begin(), writes.end(), "c1:memory.high=" + std::to_string(100 * kMi)), writes.end());
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, SlowGrowthAndGrowingPageCacheAreApplied) {
@@ -626,7 +635,7 @@ TEST_F(EngineTest, PressureUnderTheClampBacksOffWithTheFigure) {
   EXPECT_NE(err.message.find("threshold 25.0%"), std::string::npos) << err.message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));  // backed off
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, NoPressureAppliesAndReportsWhatItSaw) {
@@ -694,7 +703,7 @@ TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
   EXPECT_EQ(tree.get("kubepods/c1", "cpu.weight"), "100");
   for (const auto& w : writes)
     EXPECT_TRUE(w.find(":memory.high=") != std::string::npos || w.find(":memory.reclaim=") != std::string::npos) << w;
-  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_FALSE(journaled(tree.state()).empty()) << "no clamp journaled";
   // What podshim reclaimed to make room counts, though memory.max is the
   // runtime's write (the operator sees the reclaim in podshim_bytes_reclaimed).
   EXPECT_EQ(r->bytes_reclaimed, 80 * kMi);
@@ -712,12 +721,12 @@ TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind, ErrorKind::ShrinkRefused) << refused.error().message;
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(30 * kMi));
-  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_FALSE(journaled(tree.state()).empty()) << "no clamp journaled";
   // The runtime wrote memory.max; release restores memory.high and drops the journal.
   tree.set("kubepods/c1", "memory.max", std::to_string(30 * kMi));
   ASSERT_TRUE(e->release({"/kubepods/c1", "/kubepods/unknown"}));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
   EXPECT_FALSE(e->release({"../etc"}));  // a bad path is named, not ignored
 }
 
@@ -738,7 +747,7 @@ TEST_F(EngineTest, ReclaimOnlyClampLeftByACrashIsUndoneByRecover) {
   auto e = engine(options());
   ASSERT_TRUE(e->recover());
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), std::to_string(200 * kMi));
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, ReclaimOnlyRefusalRestoresTheClamp) {
@@ -751,7 +760,7 @@ TEST_F(EngineTest, ReclaimOnlyRefusalRestoresTheClamp) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::ShrinkRefused);
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
-  EXPECT_TRUE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
 TEST_F(EngineTest, TestPausesComeFromTheOptionsAndWaitOnTheLoop) {
@@ -768,7 +777,7 @@ TEST_F(EngineTest, TestPausesComeFromTheOptionsAndWaitOnTheLoop) {
   // During the pause the clamp is on and journaled, and the loop is free.
   ASSERT_TRUE(loop.run([&] { return tree.get("kubepods/c1", "memory.high") == std::to_string(64 * kMi); }));
   EXPECT_FALSE(out);
-  EXPECT_FALSE(std::filesystem::is_empty(tree.state() + "/cgroup"));
+  EXPECT_FALSE(journaled(tree.state()).empty()) << "no clamp journaled";
   ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
   ASSERT_TRUE(out && *out) << out->error().message;
   EXPECT_GE((*out)->duration.count(), 60);
