@@ -105,7 +105,12 @@ struct Engine::Impl {
 
   Result<UnitManager*> unit_manager() {
     std::lock_guard<std::mutex> l(um_mu);
-    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(opts.unit_call_timeout);
+    if (!um) {
+      SdBusOptions so;
+      so.call_timeout = opts.unit_call_timeout;
+      so.event = opts.schedule ? opts.event : nullptr;
+      um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(std::move(so));
+    }
     return um.get();
   }
 
@@ -120,9 +125,11 @@ struct Engine::Impl {
   // Writes attribute values through the cgroup's driver (cgroup/driver.h).
   std::unique_ptr<Driver> cgroupfs_driver = make_cgroupfs_driver();
   std::unique_ptr<Driver> systemd_driver = make_systemd_driver([this] { return unit_manager(); });
-  Result<void> set_attrs(const Bound& t, const std::vector<std::pair<std::string, std::string>>& kv) {
-    Driver& d = t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
-    return d.set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
+  Driver& driver_for(const Bound& t) {
+    return t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
+  }
+  Result<void> set_attrs(const Bound& t, const AttrValuesList& kv) {
+    return driver_for(t).set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
       return write_attr(t, file, value);
     });
   }
@@ -159,6 +166,7 @@ struct Engine::Impl {
 
   struct Op {
     Sched sched;
+    bool async = false;  // on the loop: driver calls (systemd's reply) wait on it too
     PodResizeRequest req;
     Done done;
     std::vector<Bound> bound;
@@ -172,6 +180,21 @@ struct Engine::Impl {
     std::vector<std::string> clamped;
   };
   using OpPtr = std::shared_ptr<Op>;
+
+  // Sets attributes for `op`: an asynchronous op waits for the driver
+  // (systemd's reply) on the loop, a blocking one in place. `t` lives in
+  // op->bound, kept alive by the callbacks; `alive` guards the engine.
+  void set_attrs(const OpPtr& op, const Bound& t, AttrValuesList kv, Cb cb) {
+    if (!op->async) return cb(set_attrs(t, kv));
+    std::weak_ptr<bool> a = alive;
+    auto write = [this, a, op, &t](const std::string& file, const std::string& value) -> Result<void> {
+      if (!a.lock()) return fail(ECANCELED, "'{}': the cgroup engine was destroyed", t.id);
+      return write_attr(t, file, value);
+    };
+    driver_for(t).set_async(t.id, t.loc, kv, std::move(write), [a, cb = std::move(cb)](Result<void> r) {
+      if (a.lock()) cb(std::move(r));
+    });
+  }
 
   // Per-cgroup serialisation: a cgroup (relpath) is busy while one op holds
   // it; ops that want a busy cgroup queue in arrival order. An op starts
@@ -374,11 +397,21 @@ struct Engine::Impl {
     size_t i = from;
     for (; i < changes.size() && !lowers_memory(changes[i]); ++i) kv.emplace_back(changes[i].file, changes[i].after);
     if (!kv.empty()) {
-      auto r = set_attrs(t, kv);
-      if (!r) return cb(std::move(r));
-      *landed += kv.size();
+      const size_t n = kv.size();
+      return set_attrs(op, t, std::move(kv),
+                       [this, op, &t, changes = std::move(changes), rep, landed, cb, i, n](Result<void> r) mutable {
+                         if (!r) return cb(std::move(r));
+                         *landed += n;
+                         if (i == changes.size()) return cb({});
+                         shrink_at(op, t, std::move(changes), rep, landed, std::move(cb), i);
+                       });
     }
     if (i == changes.size()) return cb({});
+    shrink_at(op, t, std::move(changes), rep, landed, std::move(cb), i);
+  }
+  // changes[i] lowers memory.max: the shrink, then the rest of `changes`.
+  void shrink_at(const OpPtr& op, const Bound& t, std::vector<AttrChange> changes, ResizeReport* rep,
+                 std::shared_ptr<size_t> landed, Cb cb, size_t i) {
     std::string after = changes[i].after;
     shrink(op, t, after, rep, /*reclaim_only=*/false,
            [this, op, &t, changes = std::move(changes), rep, landed, cb, i](Result<void> r) mutable {
@@ -428,7 +461,9 @@ struct Engine::Impl {
     ctx.opts = &opts;
     ctx.sched = op->sched;
     ctx.write = [this, &t](const std::string& file, const std::string& value) { return write_attr(t, file, value); };
-    ctx.write_max = [this, &t](const std::string& value) { return set_attrs(t, {{"memory.max", value}}); };
+    ctx.write_max = [this, op, &t](const std::string& value, Cb cb) {
+      set_attrs(op, t, {{"memory.max", value}}, std::move(cb));
+    };
     ctx.journal = journal();
     ctx.held = &held;
     ctx.root_fd = root_fd.get();
@@ -533,6 +568,7 @@ struct Engine::Impl {
         if (a.lock()) fn();
       });
     };
+    op->async = true;
     op->req = req;
     op->done = std::move(done);
     submit(op);
