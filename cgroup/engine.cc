@@ -25,14 +25,14 @@
 
 namespace podshim::cgroup {
 
+// The named view of the table's conversions (podshimctl cgroup-values).
 AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_rounding) {
+  const ConvertContext c{f, systemd_rounding};
+  auto want = [&](std::string_view file) { return controller_for(file)->want(r, c); };
   AttrValues v;
-  // kuberuntime calculateLinuxResources: shares from the limit when the
-  // request is unset but the limit is set.
-  std::optional<int64_t> weight_from = r.cpu_request_milli ? r.cpu_request_milli : r.cpu_limit_milli;
-  if (weight_from) v.cpu_weight = std::to_string(milli_cpu_to_weight(*weight_from, f));
-  v.cpu_max = cpu_max_value(r.cpu_limit_milli, systemd_rounding);
-  v.memory_max = memory_max_value(r.memory_limit_bytes);
+  v.cpu_weight = want("cpu.weight");
+  v.cpu_max = want("cpu.max").value_or("");
+  v.memory_max = want("memory.max").value_or("");
   return v;
 }
 
@@ -309,22 +309,17 @@ struct Engine::Impl {
       PlanTarget pt;
       pt.id = b.id;
       pt.is_pod = b.is_pod;
-      AttrValues want = attr_values(op->desired[i], b.is_pod ? opts.pod_formula : container_formula(),
-                                    b.loc.driver == DriverKind::Systemd);
-      auto rd = [&](const char* f, std::string* out) -> Result<void> {
-        auto v = b.dir.read_trimmed(f);
-        if (!v) return wrap(v, fmt::format("'{}'", b.id));
-        *out = std::move(*v);
-        return {};
-      };
-      Result<void> r;
-      if (want.cpu_weight) r = rd("cpu.weight", &pt.cur_cpu_weight);
-      if (r) r = rd("cpu.max", &pt.cur_cpu_max);
-      if (r) r = rd("memory.max", &pt.cur_memory_max);
-      if (!r) return finish(op, std::move(r));
-      pt.want_cpu_weight = want.cpu_weight;
-      pt.want_cpu_max = want.cpu_max;
-      pt.want_memory_max = want.memory_max;
+      const ConvertContext cc{b.is_pod ? opts.pod_formula : container_formula(),
+                              b.loc.driver == DriverKind::Systemd};
+      // Every attribute the table converts and the spec sets, with what the kernel holds now.
+      for (const Controller& row : controllers()) {
+        if (!row.want) continue;
+        auto want = row.want(op->desired[i], cc);
+        if (!want) continue;
+        auto cur = b.dir.read_trimmed(std::string(row.file));
+        if (!cur) return finish(op, wrap(cur, fmt::format("'{}'", b.id)));
+        pt.attrs.push_back(PlanAttr{&row, std::move(*cur), std::move(*want)});
+      }
       targets.push_back(std::move(pt));
       if (auto ev = read_events(b)) op->ev_before[b.id] = *ev;
     }
@@ -384,10 +379,12 @@ struct Engine::Impl {
   }
 
   // Applies one set of changes (before → after), counting in *landed the
-  // changes whose write completed. A memory.max that goes down takes the
-  // safe shrink path, also when rolling back an increase.
+  // changes whose write completed. An attribute whose row lowers it with
+  // Lowering::Shrink (memory.max) takes the safe shrink path when it goes
+  // down, also when rolling back an increase.
   static bool lowers_memory(const AttrChange& c) {
-    if (c.file != "memory.max") return false;
+    const Controller* row = controller_for(c.file);
+    if (!row || row->lowering != Lowering::Shrink) return false;
     auto a = parse_memory_max(c.after), b = parse_memory_max(c.before);
     return a && b && a->has_value() && (!b->has_value() || **a < **b);
   }

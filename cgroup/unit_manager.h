@@ -75,6 +75,8 @@ std::shared_ptr<UnitManager> make_sdbus_unit_manager();  // kDefaultUnitCallTime
 //   memory.{max,high,low,min} → Memory{Max,High,Low,Min} ("max" → infinity)
 //   pids.max               → TasksMax
 // Other attributes (memory.reclaim…) have no property: an empty vector.
+// The mapping is the `properties` column of the controller table
+// (controllers.cc).
 Result<std::vector<UnitProperty>> properties_for_attr(std::string_view attr, std::string_view value);
 
 }  // namespace podshim::cgroup
