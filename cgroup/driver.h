@@ -26,9 +26,18 @@ class Driver {
   virtual ~Driver() = default;
   // One attribute write, as the engine does it (seams, error context).
   using WriteFile = std::function<Result<void>(const std::string& file, const std::string& value)>;
-  // Sets `kv` on the cgroup at `loc`; `id` names it in errors.
+  // Sets `kv` on the cgroup at `loc`; `id` names it in errors. Waits for
+  // everything (callers without a loop).
   virtual Result<void> set(const std::string& id, const CgroupLocation& loc, const AttrValuesList& kv,
                            const WriteFile& write) = 0;
+  // The same, with `done` called once when it has landed or failed: from
+  // the loop when the driver waits on one (systemd's reply), otherwise
+  // before this returns. `write` must stay callable until then.
+  using Done = std::function<void(Result<void>)>;
+  virtual void set_async(const std::string& id, const CgroupLocation& loc, const AttrValuesList& kv,
+                         WriteFile write, Done done) {
+    done(set(id, loc, kv, write));
+  }
 };
 
 std::unique_ptr<Driver> make_cgroupfs_driver();

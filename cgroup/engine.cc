@@ -25,14 +25,14 @@
 
 namespace podshim::cgroup {
 
+// The named view of the table's conversions (podshimctl cgroup-values).
 AttrValues attr_values(const K8sResources& r, WeightFormula f, bool systemd_rounding) {
+  const ConvertContext c{f, systemd_rounding};
+  auto want = [&](std::string_view file) { return controller_for(file)->want(r, c); };
   AttrValues v;
-  // kuberuntime calculateLinuxResources: shares from the limit when the
-  // request is unset but the limit is set.
-  std::optional<int64_t> weight_from = r.cpu_request_milli ? r.cpu_request_milli : r.cpu_limit_milli;
-  if (weight_from) v.cpu_weight = std::to_string(milli_cpu_to_weight(*weight_from, f));
-  v.cpu_max = cpu_max_value(r.cpu_limit_milli, systemd_rounding);
-  v.memory_max = memory_max_value(r.memory_limit_bytes);
+  v.cpu_weight = want("cpu.weight");
+  v.cpu_max = want("cpu.max").value_or("");
+  v.memory_max = want("memory.max").value_or("");
   return v;
 }
 
@@ -106,7 +106,12 @@ struct Engine::Impl {
 
   Result<UnitManager*> unit_manager() {
     std::lock_guard<std::mutex> l(um_mu);
-    if (!um) um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(opts.unit_call_timeout);
+    if (!um) {
+      SdBusOptions so;
+      so.call_timeout = opts.unit_call_timeout;
+      so.event = opts.schedule ? opts.event : nullptr;
+      um = opts.unit_manager ? opts.unit_manager : make_sdbus_unit_manager(std::move(so));
+    }
     return um.get();
   }
 
@@ -121,9 +126,11 @@ struct Engine::Impl {
   // Writes attribute values through the cgroup's driver (cgroup/driver.h).
   std::unique_ptr<Driver> cgroupfs_driver = make_cgroupfs_driver();
   std::unique_ptr<Driver> systemd_driver = make_systemd_driver([this] { return unit_manager(); });
-  Result<void> set_attrs(const Bound& t, const std::vector<std::pair<std::string, std::string>>& kv) {
-    Driver& d = t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
-    return d.set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
+  Driver& driver_for(const Bound& t) {
+    return t.loc.driver == DriverKind::Systemd ? *systemd_driver : *cgroupfs_driver;
+  }
+  Result<void> set_attrs(const Bound& t, const AttrValuesList& kv) {
+    return driver_for(t).set(t.id, t.loc, kv, [&](const std::string& file, const std::string& value) {
       return write_attr(t, file, value);
     });
   }
@@ -160,6 +167,7 @@ struct Engine::Impl {
 
   struct Op {
     Sched sched;
+    bool async = false;  // on the loop: driver calls (systemd's reply) wait on it too
     PodResizeRequest req;
     Done done;
     std::vector<Bound> bound;
@@ -173,6 +181,21 @@ struct Engine::Impl {
     std::vector<std::string> clamped;
   };
   using OpPtr = std::shared_ptr<Op>;
+
+  // Sets attributes for `op`: an asynchronous op waits for the driver
+  // (systemd's reply) on the loop, a blocking one in place. `t` lives in
+  // op->bound, kept alive by the callbacks; `alive` guards the engine.
+  void set_attrs(const OpPtr& op, const Bound& t, AttrValuesList kv, Cb cb) {
+    if (!op->async) return cb(set_attrs(t, kv));
+    std::weak_ptr<bool> a = alive;
+    auto write = [this, a, op, &t](const std::string& file, const std::string& value) -> Result<void> {
+      if (!a.lock()) return fail(ECANCELED, "'{}': the cgroup engine was destroyed", t.id);
+      return write_attr(t, file, value);
+    };
+    driver_for(t).set_async(t.id, t.loc, kv, std::move(write), [a, cb = std::move(cb)](Result<void> r) {
+      if (a.lock()) cb(std::move(r));
+    });
+  }
 
   // Per-cgroup serialisation: a cgroup (relpath) is busy while one op holds
   // it; ops that want a busy cgroup queue in arrival order. An op starts
@@ -287,22 +310,17 @@ struct Engine::Impl {
       PlanTarget pt;
       pt.id = b.id;
       pt.is_pod = b.is_pod;
-      AttrValues want = attr_values(op->desired[i], b.is_pod ? opts.pod_formula : container_formula(),
-                                    b.loc.driver == DriverKind::Systemd);
-      auto rd = [&](const char* f, std::string* out) -> Result<void> {
-        auto v = b.dir.read_trimmed(f);
-        if (!v) return wrap(v, fmt::format("'{}'", b.id));
-        *out = std::move(*v);
-        return {};
-      };
-      Result<void> r;
-      if (want.cpu_weight) r = rd("cpu.weight", &pt.cur_cpu_weight);
-      if (r) r = rd("cpu.max", &pt.cur_cpu_max);
-      if (r) r = rd("memory.max", &pt.cur_memory_max);
-      if (!r) return finish(op, std::move(r));
-      pt.want_cpu_weight = want.cpu_weight;
-      pt.want_cpu_max = want.cpu_max;
-      pt.want_memory_max = want.memory_max;
+      const ConvertContext cc{b.is_pod ? opts.pod_formula : container_formula(),
+                              b.loc.driver == DriverKind::Systemd};
+      // Every attribute the table converts and the spec sets, with what the kernel holds now.
+      for (const Controller& row : controllers()) {
+        if (!row.want) continue;
+        auto want = row.want(op->desired[i], cc);
+        if (!want) continue;
+        auto cur = b.dir.read_trimmed(std::string(row.file));
+        if (!cur) return finish(op, wrap(cur, fmt::format("'{}'", b.id)));
+        pt.attrs.push_back(PlanAttr{&row, std::move(*cur), std::move(*want)});
+      }
       targets.push_back(std::move(pt));
       if (auto ev = read_events(b)) op->ev_before[b.id] = *ev;
     }
@@ -362,10 +380,12 @@ struct Engine::Impl {
   }
 
   // Applies one set of changes (before → after), counting in *landed the
-  // changes whose write completed. A memory.max that goes down takes the
-  // safe shrink path, also when rolling back an increase.
+  // changes whose write completed. An attribute whose row lowers it with
+  // Lowering::Shrink (memory.max) takes the safe shrink path when it goes
+  // down, also when rolling back an increase.
   static bool lowers_memory(const AttrChange& c) {
-    if (c.file != "memory.max") return false;
+    const Controller* row = controller_for(c.file);
+    if (!row || row->lowering != Lowering::Shrink) return false;
     auto a = parse_memory_max(c.after), b = parse_memory_max(c.before);
     return a && b && a->has_value() && (!b->has_value() || **a < **b);
   }
@@ -375,11 +395,21 @@ struct Engine::Impl {
     size_t i = from;
     for (; i < changes.size() && !lowers_memory(changes[i]); ++i) kv.emplace_back(changes[i].file, changes[i].after);
     if (!kv.empty()) {
-      auto r = set_attrs(t, kv);
-      if (!r) return cb(std::move(r));
-      *landed += kv.size();
+      const size_t n = kv.size();
+      return set_attrs(op, t, std::move(kv),
+                       [this, op, &t, changes = std::move(changes), rep, landed, cb, i, n](Result<void> r) mutable {
+                         if (!r) return cb(std::move(r));
+                         *landed += n;
+                         if (i == changes.size()) return cb({});
+                         shrink_at(op, t, std::move(changes), rep, landed, std::move(cb), i);
+                       });
     }
     if (i == changes.size()) return cb({});
+    shrink_at(op, t, std::move(changes), rep, landed, std::move(cb), i);
+  }
+  // changes[i] lowers memory.max: the shrink, then the rest of `changes`.
+  void shrink_at(const OpPtr& op, const Bound& t, std::vector<AttrChange> changes, ResizeReport* rep,
+                 std::shared_ptr<size_t> landed, Cb cb, size_t i) {
     std::string after = changes[i].after;
     shrink(op, t, after, rep, /*reclaim_only=*/false,
            [this, op, &t, changes = std::move(changes), rep, landed, cb, i](Result<void> r) mutable {
@@ -429,7 +459,9 @@ struct Engine::Impl {
     ctx.opts = &opts;
     ctx.sched = op->sched;
     ctx.write = [this, &t](const std::string& file, const std::string& value) { return write_attr(t, file, value); };
-    ctx.write_max = [this, &t](const std::string& value) { return set_attrs(t, {{"memory.max", value}}); };
+    ctx.write_max = [this, op, &t](const std::string& value, Cb cb) {
+      set_attrs(op, t, {{"memory.max", value}}, std::move(cb));
+    };
     ctx.journal = journal();
     ctx.held = &held;
     ctx.root_fd = root_fd.get();
@@ -534,6 +566,7 @@ struct Engine::Impl {
         if (a.lock()) fn();
       });
     };
+    op->async = true;
     op->req = req;
     op->done = std::move(done);
     submit(op);

@@ -94,6 +94,12 @@ struct EngineOptions {
   // How long the sd-bus driver waits for systemd's SetUnitProperties reply
   // (sd-bus's own default is 25 s); then the write fails with ErrorKind::Timeout.
   std::chrono::milliseconds unit_call_timeout = kDefaultUnitCallTimeout;
+  // The caller's sd-event loop, the one `schedule` runs on. With both set,
+  // the sd-bus unit manager (when unit_manager is null) attaches its
+  // connection to it and an asynchronous resize's SetUnitProperties call
+  // waits on the loop: the attribute write continues from the reply and the
+  // loop keeps serving meanwhile. Null: the call blocks (podshimctl, tests).
+  sd_event* event = nullptr;
 
   // Runs `fn` on the caller's event loop after `delay`. The shrink is a
   // timer-driven state machine on it, so a reclaim that takes a second never

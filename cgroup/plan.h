@@ -12,17 +12,23 @@
 #include <string>
 #include <vector>
 
+#include "cgroup/controllers.h"
+
 namespace podshim::cgroup {
 
-enum class Resource { Memory, Cpu };
+// One attribute of a cgroup: its row in the controller table, what the
+// kernel holds now (raw, trimmed) and what it should become.
+struct PlanAttr {
+  const Controller* row = nullptr;
+  std::string cur, want;
+};
 
-// What one cgroup holds now (raw attribute strings, trimmed) and what its
-// attributes should become (nullopt: leave alone).
+// What one cgroup holds now and what its attributes should become; an
+// attribute not listed is left alone. Listed in table order.
 struct PlanTarget {
   std::string id;
   bool is_pod = false;
-  std::string cur_cpu_weight, cur_cpu_max, cur_memory_max;
-  std::optional<std::string> want_cpu_weight, want_cpu_max, want_memory_max;
+  std::vector<PlanAttr> attrs;
 };
 
 struct AttrChange {
@@ -42,7 +48,8 @@ struct PlanStep {
 std::vector<PlanStep> plan_resize(const std::vector<PlanTarget>& targets);
 
 // Whether writing `want` to `file` would change what the kernel holds as
-// `cur` (memory values compare after page rounding, cpu.max numerically).
+// `cur` (the row's `differs`: memory values compare after page rounding,
+// cpu.max numerically; a file without a row compares as text).
 bool attr_differs(const std::string& file, const std::string& cur, const std::string& want);
 
 }  // namespace podshim::cgroup

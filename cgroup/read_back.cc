@@ -1,29 +1,20 @@
 #include "cgroup/read_back.h"
 
 #include "base/str.h"
+#include "cgroup/controllers.h"
 
 namespace podshim::cgroup {
 
 Result<Actual> read_back(const CgroupDir& d, WeightFormula f) {
   Actual a;
-  auto w = d.read_trimmed("cpu.weight");
-  if (!w) return Unexpected(w.error());
-  a.cpu_weight_raw = *w;
-  auto wv = str::parse_u64(*w);
-  if (!wv) return wrap(wv, "cpu.weight");
-  a.cpu_request_milli = weight_to_milli_cpu(*wv, f);
-  auto m = d.read_trimmed("cpu.max");
-  if (!m) return Unexpected(m.error());
-  a.cpu_max_raw = *m;
-  auto mv = parse_cpu_max(*m);
-  if (!mv) return Unexpected(mv.error());
-  if (mv->quota_us) a.cpu_limit_milli = quota_us_to_milli_cpu(*mv->quota_us, mv->period_us);
-  auto mm = d.read_trimmed("memory.max");
-  if (!mm) return Unexpected(mm.error());
-  a.memory_max_raw = *mm;
-  auto mmv = parse_memory_max(*mm);
-  if (!mmv) return Unexpected(mmv.error());
-  if (*mmv) a.memory_limit_bytes = static_cast<int64_t>(**mmv);
+  // The limits and requests, through each row's read-back (controllers.cc).
+  for (const Controller& row : controllers()) {
+    if (!row.read_back) continue;
+    auto v = d.read_trimmed(std::string(row.file));
+    if (!v) return Unexpected(v.error());
+    PODSHIM_TRY(row.read_back(*v, a, f));
+  }
+  // What the kernel observes (not attributes podshim writes).
   auto cur = d.read_u64("memory.current");
   if (!cur) return Unexpected(cur.error());
   a.memory_current = *cur;

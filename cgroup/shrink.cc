@@ -74,6 +74,7 @@ void reclaim_tick(const ShrinkPtr& s);
 void start_watch(const ShrinkPtr& s);
 void watch_tick(const ShrinkPtr& s);
 void decide(const ShrinkPtr& s);
+void wrote_max(const ShrinkPtr& s, Result<void> w);
 void record(const Shrink& s);
 Result<void> restore_high(const Shrink& s);
 void give_up(const ShrinkPtr& s, Unexpected e);
@@ -194,7 +195,10 @@ void decide(const ShrinkPtr& s) {
     }
     return s->cb({});
   }
-  auto w = s->ctx.write_max(s->new_max);
+  s->ctx.write_max(s->new_max, [s](Result<void> w) { wrote_max(s, std::move(w)); });
+}
+
+void wrote_max(const ShrinkPtr& s, Result<void> w) {
   auto r = restore_high(*s);
   if (!w) return s->cb(std::move(w));
   if (!r) return s->cb(wrap(r, "restoring memory.high after shrinking"));
@@ -268,7 +272,7 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   const bool reclaim_only = ctx.reclaim_only;
   auto target_opt = parse_memory_max(new_max);
   if (!target_opt) return cb(Unexpected(target_opt.error()));
-  if (!*target_opt) return cb(ctx.write_max(new_max));  // "max" is no shrink
+  if (!*target_opt) return ctx.write_max(new_max, std::move(cb));  // "max" is no shrink
   auto s = std::make_shared<Shrink>();
   s->ctx = std::move(ctx);
   s->cg = cg;

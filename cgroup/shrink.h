@@ -84,8 +84,9 @@ struct ShrinkContext {
   std::function<void(std::chrono::milliseconds, std::function<void()>)> sched;
   // One attribute write to the cgroup (with the engine's seams and context).
   std::function<Result<void>(const std::string& file, const std::string& value)> write;
-  // The memory.max write, through the cgroup's driver.
-  std::function<Result<void>(const std::string& value)> write_max;
+  // The memory.max write, through the cgroup's driver; the callback runs
+  // when it has landed (after systemd's reply with the systemd driver).
+  std::function<void(const std::string& value, std::function<void(Result<void>)>)> write_max;
   ClampJournal journal{-1};
   HeldClamps* held = nullptr;
   int root_fd = -1;

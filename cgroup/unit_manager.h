@@ -5,12 +5,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+
+// sd-event's loop (systemd/sd-event.h), forward-declared so that this header
+// does not pull libsystemd's headers into every includer.
+struct sd_event;
 
 namespace podshim::cgroup {
 
@@ -29,9 +34,18 @@ class UnitManager {
  public:
   virtual ~UnitManager() = default;
   // org.freedesktop.systemd1.Manager.SetUnitProperties(unit, runtime=true, props):
-  // runtime so nothing is written to /etc, as runc does.
+  // runtime so nothing is written to /etc, as runc does. Waits for the reply
+  // (at most the call timeout): for callers without an event loop.
   virtual Result<void> set_unit_properties(const std::string& unit,
                                            const std::vector<UnitProperty>& props) = 0;
+  // The same without waiting: `done` runs once, with the reply, from the
+  // event loop the manager is attached to. A manager without a loop (and
+  // this default) answers before it returns, through the blocking call.
+  using Done = std::function<void(Result<void>)>;
+  virtual void set_unit_properties_async(const std::string& unit, const std::vector<UnitProperty>& props,
+                                         Done done) {
+    done(set_unit_properties(unit, props));
+  }
 };
 
 // Connects to the system bus lazily, on the first call (systemd_bus.cc).
@@ -39,6 +53,18 @@ class UnitManager {
 // sd-bus's default of 25 s (sd_bus_call with usec 0), and then fails with
 // ErrorKind::Timeout: a resize has NRI's 2 s in all.
 inline constexpr std::chrono::milliseconds kDefaultUnitCallTimeout{1000};
+struct SdBusOptions {
+  std::chrono::microseconds call_timeout = kDefaultUnitCallTimeout;
+  // The loop asynchronous calls (set_unit_properties_async) run on: their
+  // connection is attached to it (sd_bus_attach_event) and used only from
+  // the thread that runs it. Null: asynchronous calls block like the others.
+  sd_event* event = nullptr;
+  // The bus to talk to, in D-Bus address syntax ("unix:path=/run/systemd/private");
+  // empty: the system bus. A non-empty address is a direct (peer-to-peer)
+  // connection, as systemctl makes to systemd's private socket.
+  std::string address;
+};
+std::shared_ptr<UnitManager> make_sdbus_unit_manager(SdBusOptions o);
 std::shared_ptr<UnitManager> make_sdbus_unit_manager(std::chrono::microseconds call_timeout);
 std::shared_ptr<UnitManager> make_sdbus_unit_manager();  // kDefaultUnitCallTimeout
 
@@ -49,6 +75,8 @@ std::shared_ptr<UnitManager> make_sdbus_unit_manager();  // kDefaultUnitCallTime
 //   memory.{max,high,low,min} → Memory{Max,High,Low,Min} ("max" → infinity)
 //   pids.max               → TasksMax
 // Other attributes (memory.reclaim…) have no property: an empty vector.
+// The mapping is the `properties` column of the controller table
+// (controllers.cc).
 Result<std::vector<UnitProperty>> properties_for_attr(std::string_view attr, std::string_view value);
 
 }  // namespace podshim::cgroup

@@ -4,7 +4,7 @@ namespace podshim::core {
 
 cgroup::EngineOptions engine_options(const Config& cfg,
                                      std::shared_ptr<const cgroup::WeightFormulaTracker> formulas,
-                                     Scheduler schedule) {
+                                     Scheduler schedule, sd_event* event) {
   cgroup::EngineOptions o;
   o.cgroup_root = cfg.cgroup_root;
   o.driver = cfg.cgroup_driver;
@@ -15,6 +15,7 @@ cgroup::EngineOptions engine_options(const Config& cfg,
   o.shrink_timeout = cfg.shrink_timeout;
   o.shrink_headroom_bytes = cfg.shrink_headroom_bytes;
   o.schedule = std::move(schedule);
+  o.event = event;
   o.settle = cfg.shrink_settle;
   o.shrink_growth_window = cfg.shrink_growth_window;
   o.shrink_pressure_threshold = cfg.shrink_pressure_threshold;
@@ -24,9 +25,10 @@ cgroup::EngineOptions engine_options(const Config& cfg,
   return o;
 }
 
-Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg, Scheduler schedule) {
+Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg, Scheduler schedule,
+                                                               sd_event* event) {
   auto formulas = std::make_shared<cgroup::WeightFormulaTracker>(cfg.weight_formula);
-  auto e = cgroup::Engine::create(engine_options(cfg, formulas, std::move(schedule)));
+  auto e = cgroup::Engine::create(engine_options(cfg, formulas, std::move(schedule), event));
   if (!e) return wrap(e, "creating the cgroup engine");
   return std::make_unique<EngineActuator>(std::move(*e), std::move(formulas));
 }

@@ -16,16 +16,18 @@ namespace podshim::core {
 // The engine's options from the configuration. `formulas` (may be null) is
 // where weight_formula: auto keeps what it learned about the runtime.
 // `schedule` (may be empty) runs work on the daemon's loop after a delay,
-// so the engine's shrink never blocks it.
+// so the engine's shrink never blocks it. `event` (may be null) is that
+// loop: the systemd driver's D-Bus calls wait on it (EngineOptions::event).
 using Scheduler = std::function<void(std::chrono::milliseconds, std::function<void()>)>;
 cgroup::EngineOptions engine_options(const Config& cfg,
                                      std::shared_ptr<const cgroup::WeightFormulaTracker> formulas = nullptr,
-                                     Scheduler schedule = {});
+                                     Scheduler schedule = {}, sd_event* event = nullptr);
 
 class EngineActuator : public Actuator {
  public:
   // Also creates the weight-formula tracker for cfg.weight_formula.
-  static Result<std::unique_ptr<EngineActuator>> create(const Config& cfg, Scheduler schedule = {});
+  static Result<std::unique_ptr<EngineActuator>> create(const Config& cfg, Scheduler schedule = {},
+                                                        sd_event* event = nullptr);
   explicit EngineActuator(std::unique_ptr<cgroup::Engine> engine,
                           std::shared_ptr<cgroup::WeightFormulaTracker> formulas = nullptr)
       : engine_(std::move(engine)), formulas_(std::move(formulas)) {}

@@ -312,12 +312,13 @@ int run(Daemon& d) {
     log::err("sd_event_default: {}", errno_string(-r));
     return 1;
   }
-  // The engine's timers (the shrink's state machine, clamp releases) run on
-  // this loop, so no resize ever blocks it.
+  // The engine's timers (the shrink's state machine, clamp releases) and
+  // the systemd driver's D-Bus replies run on this loop, so no resize ever
+  // blocks it.
   core::Scheduler schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
     schedule_on(loop, delay, std::move(fn));
   };
-  auto act = core::EngineActuator::create(d.cfg, schedule);
+  auto act = core::EngineActuator::create(d.cfg, schedule, d.loop);
   if (!act) {
     log::err("{}", act.error().message);
     return 1;

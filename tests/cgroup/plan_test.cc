@@ -11,13 +11,15 @@ PlanTarget T(std::string id, bool pod, std::string cur_mem, std::string want_mem
   PlanTarget t;
   t.id = std::move(id);
   t.is_pod = pod;
-  t.cur_memory_max = std::move(cur_mem);
-  t.want_memory_max = std::move(want_mem);
-  t.cur_cpu_max = std::move(cur_max);
-  t.want_cpu_max = std::move(want_max);
-  t.cur_cpu_weight = std::move(cur_w);
-  t.want_cpu_weight = std::move(want_w);
+  // In table order, as the engine lists them.
+  if (want_w) t.attrs.push_back({controller_for("cpu.weight"), std::move(cur_w), std::move(*want_w)});
+  t.attrs.push_back({controller_for("cpu.max"), std::move(cur_max), std::move(want_max)});
+  t.attrs.push_back({controller_for("memory.max"), std::move(cur_mem), std::move(want_mem)});
   return t;
+}
+void set_want(PlanTarget& t, std::string_view file, std::string v) {
+  for (auto& a : t.attrs)
+    if (a.row->file == file) a.want = std::move(v);
 }
 
 std::vector<std::string> order(const std::vector<PlanTarget>& ts, const std::vector<PlanStep>& plan) {
@@ -67,9 +69,9 @@ TEST(Plan, UnchangedValuesMakeNoSteps) {
                                "59", "59")};
   EXPECT_TRUE(plan_resize(ts).empty());
   // memory.max reads back page-rounded: writing 134217729 is the same value.
-  ts[0].want_memory_max = "134217729";
+  set_want(ts[0], "memory.max", "134217729");
   EXPECT_TRUE(plan_resize(ts).empty());
-  ts[0].want_memory_max = "134225920";
+  set_want(ts[0], "memory.max", "134225920");
   EXPECT_EQ(plan_resize(ts).size(), 1u);
 }
 
@@ -80,6 +82,37 @@ TEST(Plan, CpuRequestOnlyOrdersByWeight) {
   EXPECT_EQ(order(ts, p), (std::vector<std::string>{"b:cpu.weight", "a:cpu.weight"}));
   EXPECT_FALSE(p[0].increase);
   EXPECT_TRUE(p[1].increase);
+}
+
+// The planner walks the attributes the engine lists, by their rows: a
+// second memory limit joins the container's memory step, in listed order.
+TEST(Plan, ListedRowsShareTheirResourceStep) {
+  PlanTarget t;
+  t.id = "a";
+  t.attrs.push_back({controller_for("memory.high"), "max", "4096"});
+  t.attrs.push_back({controller_for("memory.max"), "max", "8192"});
+  auto p = plan_resize({t});
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(p[0].changes.size(), 2u);
+  EXPECT_EQ(p[0].changes[0].file, "memory.high");
+  EXPECT_EQ(p[0].changes[1].file, "memory.max");
+}
+
+TEST(Controllers, TableRows) {
+  for (const char* f : {"cpu.weight", "cpu.max", "memory.max"}) {
+    const Controller* c = controller_for(f);
+    ASSERT_NE(c, nullptr) << f;
+    EXPECT_NE(c->want, nullptr) << f;
+    EXPECT_NE(c->read_back, nullptr) << f;
+    EXPECT_NE(c->properties, nullptr) << f;
+  }
+  EXPECT_EQ(controller_for("memory.max")->lowering, Lowering::Shrink);
+  EXPECT_EQ(controller_for("cpu.max")->lowering, Lowering::Write);
+  EXPECT_EQ(controller_for("cpu.max")->controller, "cpu");
+  EXPECT_EQ(controller_for("nonexistent.file"), nullptr);
+  auto p = properties_for_attr("memory.reclaim", "4096");
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->empty());
 }
 
 TEST(Plan, AttrDiffers) {

@@ -16,12 +16,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <systemd/sd-event.h>
 
 #include "base/str.h"
 #include "cgroup/convert.h"
@@ -193,6 +196,55 @@ TEST_F(SystemdDriver, PropertiesAndFilesCarryNewValuesAndSurviveDaemonReload) {
   EXPECT_EQ(a->memory_limit_bytes, 200 * kMi);
   EXPECT_EQ(a->cpu_limit_milli, 340);  // the rounded quota is what the kernel enforces
   EXPECT_EQ(a->cpu_request_milli, weight_to_milli_cpu(ctr_weight, WeightFormula::Quadratic));
+}
+
+// The same driver as podshimd runs it: asynchronous resizes on an sd-event
+// loop, the sd-bus connection attached to it (EngineOptions::event), the
+// SetUnitProperties replies dispatched by the loop (issue 16 item 3).
+TEST_F(SystemdDriver, AsynchronousResizeOnTheLoopSetsUnitAndFiles) {
+  sd_event* loop = nullptr;
+  ASSERT_GE(sd_event_new(&loop), 0);
+  EngineOptions o;
+  o.driver = DriverKind::Systemd;
+  o.state_dir = "/run/podshim-systemd-test";
+  o.event = loop;
+  o.schedule = [loop](std::chrono::milliseconds d, std::function<void()> fn) {
+    auto* w = new std::function<void()>(std::move(fn));
+    uint64_t now = 0;
+    sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    sd_event_source* src = nullptr;
+    sd_event_add_time(
+        loop, &src, CLOCK_MONOTONIC, now + static_cast<uint64_t>(d.count()) * 1000, 1,
+        [](sd_event_source* s, uint64_t, void* u) -> int {
+          (*static_cast<std::function<void()>*>(u))();
+          sd_event_source_unref(s);
+          return 0;
+        },
+        w);
+    sd_event_source_set_destroy_callback(src, [](void* u) { delete static_cast<std::function<void()>*>(u); });
+  };
+  auto e = Engine::create(o);
+  ASSERT_TRUE(e) << e.error().message;
+  PodResizeRequest req;
+  req.containers.push_back(ResizeTarget{id_, pod_slice_ + ":cri-containerd:" + id_, {500, 700, std::nullopt, 96 * kMi}});
+  std::optional<Result<ResizeReport>> out;
+  (*e)->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  auto stop = std::chrono::steady_clock::now() + 20s;
+  while (!out && std::chrono::steady_clock::now() < stop) sd_event_run(loop, 100000);
+  ASSERT_TRUE(out) << "the asynchronous resize never completed";
+  ASSERT_TRUE(*out) << out->error().message;
+  auto p = show(scope_);
+  const uint64_t weight = milli_cpu_to_weight(500, WeightFormula::Quadratic);
+  EXPECT_EQ(p["CPUWeight"], std::to_string(weight));
+  EXPECT_EQ(p["CPUQuotaPerSecUSec"], "700ms");
+  EXPECT_EQ(p["MemoryMax"], std::to_string(96 * kMi));
+  EXPECT_EQ(slurp(kCg + "/" + rel_scope_ + "/cpu.max"), "70000 100000");
+  EXPECT_EQ(slurp(kCg + "/" + rel_scope_ + "/memory.max"), std::to_string(96 * kMi));
+  std::printf("async on the loop: %s CPUWeight=%s CPUQuotaPerSecUSec=%s MemoryMax=%s in %lld ms\n", scope_.c_str(),
+              p["CPUWeight"].c_str(), p["CPUQuotaPerSecUSec"].c_str(), p["MemoryMax"].c_str(),
+              static_cast<long long>((*out)->duration.count()));
+  e->reset();
+  sd_event_unref(loop);
 }
 
 }  // namespace
