@@ -256,8 +256,11 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
   } else {
     uint64_t now = 0;
     (void)sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    // Accuracy 1 ms, not 0: sd-event reads 0 as its default slack of 250 ms
+    // (sd_event_add_time(3)), which stretched the shrink's 20 ms ticks and
+    // settle windows by up to a quarter of a second each.
     r = sd_event_add_time(loop, &src, CLOCK_MONOTONIC, now + static_cast<uint64_t>(delay.count()) * 1000,
-                          0, run_time, w);
+                          1000, run_time, w);
   }
   if (r < 0) {
     // Never dropped: a resize's next step or a clamp release must happen.
