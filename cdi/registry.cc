@@ -551,4 +551,11 @@ Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
   return inject_edits_oci(*parts, config, lookup);
 }
 
+Result<std::string> inject_oci_text(const Registry& registry, nlohmann::json config,
+                                    const std::vector<std::string>& names, int indent, const HostLookup& lookup) {
+  auto parts = registry.resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  return inject_edits_oci_text(*parts, std::move(config), indent, lookup);
+}
+
 }  // namespace podshim::cdi

@@ -216,4 +216,11 @@ Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vecto
 Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
                         const std::vector<std::string>& names, const HostLookup& lookup = lstat_host_device);
 
+// inject_oci and then config.dump(indent), byte for byte, through
+// inject_edits_oci_text (no JSON nodes built for the edits). `config` is
+// taken by value: move it in.
+Result<std::string> inject_oci_text(const Registry& registry, nlohmann::json config,
+                                    const std::vector<std::string>& names, int indent = -1,
+                                    const HostLookup& lookup = lstat_host_device);
+
 }  // namespace podshim::cdi
