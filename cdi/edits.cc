@@ -434,11 +434,34 @@ std::optional<std::string_view> member(const json& entry, const char* key) {
 // for an entry that matches nothing. Returns the surviving positions in
 // order (existing i as i, added j as n_existing + j). One pass with a hash
 // index instead of a scan of the array for every addition.
+//
+// When the added keys are known to be distinct (build_view de-duplicated
+// them), an addition can only remove a config entry, the first with its
+// key, and never one of the other additions: only the config's keys are
+// indexed then, and with an empty config nothing is hashed at all.
 template <typename ExistingKey, typename AddedKey>
 std::vector<size_t> replace_or_append_order(size_t n_existing, ExistingKey existing_key, size_t n_added,
-                                            AddedKey added_key) {
+                                            AddedKey added_key, bool added_distinct = false) {
   const size_t total = n_existing + n_added;
   constexpr size_t kNone = SIZE_MAX;
+  if (added_distinct) {
+    std::vector<size_t> order;
+    order.reserve(total);
+    std::vector<bool> live(n_existing, true);
+    if (n_existing > 0) {
+      FlatIndex<std::string_view> first(n_existing);  // key → its first config entry
+      for (size_t i = 0; i < n_existing; i++) {
+        bool fresh;
+        if (std::optional<std::string_view> k = existing_key(i)) first.find_or_add(*k, i, &fresh);
+      }
+      for (size_t j = 0; j < n_added; j++)
+        if (const size_t* at = first.find(added_key(j))) live[*at] = false;
+    }
+    for (size_t i = 0; i < n_existing; i++)
+      if (live[i]) order.push_back(i);
+    for (size_t j = 0; j < n_added; j++) order.push_back(n_existing + j);
+    return order;
+  }
   std::vector<bool> live(total, true);
   // Live entries with the same key form a list in array order: the index
   // holds its (first, last), next[] the links.
@@ -792,19 +815,23 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
     const json& arr = **env;
     // As apply_impl: a CDI value replaces the last config entry with its
     // key, in place; new keys are appended in first-seen order.
+    // build_view made the CDI keys distinct, so only the config's are
+    // indexed.
     const size_t existing = arr.size();
-    FlatIndex<std::string_view> last(existing + e.env.size());
-    for (size_t i = 0; i < existing; i++) {
-      bool fresh;
-      if (arr[i].is_string()) last.find_or_add(env_key(arr[i].get_ref<const std::string&>()), i, &fresh) = i;
-    }
     std::vector<const std::string*> value(existing + e.env.size(), nullptr);
     size_t end = existing;
-    for (const std::string* v : e.env) {
-      bool fresh;
-      size_t& at = last.find_or_add(env_key(*v), end, &fresh);
-      if (fresh) end++;
-      value[at] = v;
+    if (existing == 0) {
+      for (const std::string* v : e.env) value[end++] = v;
+    } else {
+      FlatIndex<std::string_view> last(existing);
+      for (size_t i = 0; i < existing; i++) {
+        bool fresh;
+        if (arr[i].is_string()) last.find_or_add(env_key(arr[i].get_ref<const std::string&>()), i, &fresh) = i;
+      }
+      for (const std::string* v : e.env) {
+        const size_t* at = last.find(env_key(*v));
+        value[at ? *at : end++] = v;
+      }
     }
     sp.env_at = &arr;
     sp.env.reserve(end);
@@ -820,7 +847,7 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
     const json& arr = **devices;
     std::vector<size_t> order = replace_or_append_order(
         arr.size(), [&](size_t i) { return member(arr[i], "path"); }, e.devices.size(),
-        [&](size_t j) { return std::string_view(e.devices[j].node->path); });
+        [&](size_t j) { return std::string_view(e.devices[j].node->path); }, /*added_distinct=*/true);
     sp.devices_at = &arr;
     sp.devices.reserve(order.size());
     for (size_t i : order)
@@ -849,7 +876,7 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
     const json& arr = **mounts;
     std::vector<size_t> order = replace_or_append_order(
         arr.size(), [&](size_t i) { return member(arr[i], "destination"); }, e.mounts.size(),
-        [&](size_t j) { return std::string_view(e.mounts[j]->container_path); });
+        [&](size_t j) { return std::string_view(e.mounts[j]->container_path); }, /*added_distinct=*/true);
     // As apply_impl: every mount, the config's included, stably by depth.
     std::vector<std::pair<size_t, size_t>> by_depth;  // (depth, position)
     by_depth.reserve(order.size());
