@@ -148,6 +148,11 @@ class Registry {
   struct NameState {
     std::vector<Provider> providers;
     int winner = -1;  // index in providers; -1: unresolvable (conflict)
+    // The winner's spec file and device, set with `winner`: a lookup then
+    // touches this node only, not the providers list and the file state
+    // behind it (each a cache miss in a registry just loaded).
+    const SpecFile* winner_spec = nullptr;
+    const Device* winner_device = nullptr;
   };
   // Calls each(later, first, index in later) for every conflict of `ns`;
   // returns the winner's index, or -1.
