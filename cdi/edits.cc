@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "cdi/flat_index.h"
+#include "cdi/json_writer.h"
 
 namespace podshim::cdi {
 
@@ -427,16 +428,40 @@ std::optional<std::string_view> member(const json& entry, const char* key) {
   return std::string_view(it->get_ref<const std::string&>());
 }
 
-// Appends `added` to `arr`, each first removing the first entry (in array
-// order, earlier additions included) whose `key` equals its own; the
-// upstream editors' remove-then-append, in one pass with a hash index
-// instead of a scan of the array for every addition.
-void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::string_view, json>> added) {
-  std::vector<json> all;
-  all.reserve(arr.size() + added.size());
-  for (auto& e : arr) all.push_back(std::move(e));
-  const size_t total = all.size() + added.size();
+// The upstream editors' remove-then-append: `n_added` entries appended to
+// `n_existing`, each first removing the first entry (in array order, earlier
+// additions included) whose key equals its own; existing_key(i) is nullopt
+// for an entry that matches nothing. Returns the surviving positions in
+// order (existing i as i, added j as n_existing + j). One pass with a hash
+// index instead of a scan of the array for every addition.
+//
+// When the added keys are known to be distinct (build_view de-duplicated
+// them), an addition can only remove a config entry, the first with its
+// key, and never one of the other additions: only the config's keys are
+// indexed then, and with an empty config nothing is hashed at all.
+template <typename ExistingKey, typename AddedKey>
+std::vector<size_t> replace_or_append_order(size_t n_existing, ExistingKey existing_key, size_t n_added,
+                                            AddedKey added_key, bool added_distinct = false) {
+  const size_t total = n_existing + n_added;
   constexpr size_t kNone = SIZE_MAX;
+  if (added_distinct) {
+    std::vector<size_t> order;
+    order.reserve(total);
+    std::vector<bool> live(n_existing, true);
+    if (n_existing > 0) {
+      FlatIndex<std::string_view> first(n_existing);  // key → its first config entry
+      for (size_t i = 0; i < n_existing; i++) {
+        bool fresh;
+        if (std::optional<std::string_view> k = existing_key(i)) first.find_or_add(*k, i, &fresh);
+      }
+      for (size_t j = 0; j < n_added; j++)
+        if (const size_t* at = first.find(added_key(j))) live[*at] = false;
+    }
+    for (size_t i = 0; i < n_existing; i++)
+      if (live[i]) order.push_back(i);
+    for (size_t j = 0; j < n_added; j++) order.push_back(n_existing + j);
+    return order;
+  }
   std::vector<bool> live(total, true);
   // Live entries with the same key form a list in array order: the index
   // holds its (first, last), next[] the links.
@@ -450,9 +475,10 @@ void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::st
     else next[fl.second] = pos;
     fl.second = pos;
   };
-  for (size_t i = 0; i < all.size(); i++)
-    if (auto k = member(all[i], key)) link(*k, i);
-  for (auto& [k, j] : added) {
+  for (size_t i = 0; i < n_existing; i++)
+    if (std::optional<std::string_view> k = existing_key(i)) link(*k, i);
+  for (size_t j = 0; j < n_added; j++) {
+    std::string_view k = added_key(j);
     bool fresh;
     auto& fl = at.find_or_add(k, {kNone, kNone}, &fresh);
     if (fl.first != kNone) {  // remove the first live entry with this key
@@ -460,17 +486,26 @@ void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::st
       fl.first = next[fl.first];
       if (fl.first == kNone) fl.second = kNone;
     }
-    link(k, all.size());
-    all.push_back(std::move(j));
+    link(k, n_existing + j);
   }
-  json out = json::array();
-  auto& v = out.get_ref<json::array_t&>();
-  v.reserve(all.size());
-  for (size_t i = 0; i < all.size(); i++)
-    if (live[i]) v.push_back(std::move(all[i]));
-  arr = std::move(out);
+  std::vector<size_t> order;
+  order.reserve(total);
+  for (size_t i = 0; i < total; i++)
+    if (live[i]) order.push_back(i);
+  return order;
 }
 
+// replace_or_append_order applied to a JSON array.
+void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::string_view, json>> added) {
+  auto& v = arr.get_ref<json::array_t&>();
+  std::vector<size_t> order = replace_or_append_order(
+      v.size(), [&](size_t i) { return member(v[i], key); }, added.size(),
+      [&](size_t j) { return added[j].first; });
+  json::array_t out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(i < v.size() ? std::move(v[i]) : std::move(added[i - v.size()].second));
+  v = std::move(out);
+}
 
 template <typename E>
 Result<void> apply_impl(const E& e, json& config) {
@@ -631,6 +666,253 @@ Result<void> apply_impl(const E& e, json& config) {
   return {};
 }
 
+// The text back end: the edits go straight from the EditsView into the
+// output, written as nlohmann's dump() would write the tree apply_impl
+// builds; the config itself stays an nlohmann tree and is only given the
+// containers apply_impl would create (by the same child() calls, so with the
+// same errors) and the rarely-used edits (netDevices, intelRdt, gids) that
+// apply_impl would make.
+//
+// An entry of one of the config's lists: a config entry kept as is, or one
+// from the edits.
+template <typename T>
+struct Entry {
+  const json* existing;
+  const T* added;
+};
+
+template <typename T>
+using Entries = std::vector<Entry<T>>;
+
+void write_node(JsonWriter& w, const NodePart& d) {
+  w.begin_object();
+  if (d.file_mode) w.plain_key("fileMode"), w.unsigned_integer(*d.file_mode);
+  if (d.gid) w.plain_key("gid"), w.unsigned_integer(*d.gid);
+  w.plain_key("major"), w.integer(d.major);
+  w.plain_key("minor"), w.integer(d.minor);
+  w.plain_key("path"), w.string(d.node->path);
+  w.plain_key("type"), w.string(d.type);
+  if (d.uid) w.plain_key("uid"), w.unsigned_integer(*d.uid);
+  w.end_object();
+}
+
+void write_node(JsonWriter& w, const RulePart& r) {
+  w.begin_object();
+  if (!r.access.empty()) w.plain_key("access"), w.string(r.access);
+  w.plain_key("allow"), w.boolean(true);
+  w.plain_key("major"), w.integer(r.major);
+  w.plain_key("minor"), w.integer(r.minor);
+  w.plain_key("type"), w.string(r.type);
+  w.end_object();
+}
+
+void write_strings(JsonWriter& w, const std::vector<std::string>& v) {
+  w.begin_array();
+  for (const auto& s : v) w.element(), w.string(s);
+  w.end_array();
+}
+
+void write_node(JsonWriter& w, const Mount& m) {
+  w.begin_object();
+  w.plain_key("destination"), w.string(m.container_path);
+  if (!m.options.empty()) w.plain_key("options"), write_strings(w, m.options);
+  if (!m.host_path.empty()) w.plain_key("source"), w.string(m.host_path);
+  if (!m.type.empty()) w.plain_key("type"), w.string(m.type);
+  w.end_object();
+}
+
+void write_node(JsonWriter& w, const Hook& h) {
+  w.begin_object();
+  if (!h.args.empty()) w.plain_key("args"), write_strings(w, h.args);
+  if (!h.env.empty()) w.plain_key("env"), write_strings(w, h.env);
+  w.plain_key("path"), w.string(h.path);
+  if (h.timeout) w.plain_key("timeout"), w.integer(*h.timeout);
+  w.end_object();
+}
+
+void write_node(JsonWriter& w, const std::string& env) { w.string(env); }
+
+template <typename T>
+void write_entries(JsonWriter& w, const Entries<T>& list) {
+  w.begin_array();
+  for (const auto& x : list) {
+    w.element();
+    if (x.existing) w.value(*x.existing);
+    else write_node(w, *x.added);
+  }
+  w.end_array();
+}
+
+// The lists the text back end writes in place of the config's arrays.
+struct Spliced {
+  const json* env_at = nullptr;
+  Entries<std::string> env;
+  const json* devices_at = nullptr;
+  Entries<NodePart> devices;
+  const json* rules_at = nullptr;
+  Entries<RulePart> rules;
+  const json* mounts_at = nullptr;
+  Entries<Mount> mounts;
+  std::array<const json*, kStages.size()> hooks_at{};
+  std::array<Entries<Hook>, kStages.size()> hooks;
+
+  bool write(const json& j, JsonWriter& w) const {
+    if (!j.is_array()) return false;
+    if (&j == env_at) return write_entries(w, env), true;
+    if (&j == devices_at) return write_entries(w, devices), true;
+    if (&j == rules_at) return write_entries(w, rules), true;
+    if (&j == mounts_at) return write_entries(w, mounts), true;
+    for (size_t s = 0; s < kStages.size(); s++)
+      if (&j == hooks_at[s]) return write_entries(w, hooks[s]), true;
+    return false;
+  }
+};
+
+// About the bytes an entry takes in the output: its strings, the fixed text
+// around them (keys, quotes, numbers) and, when indented, `line` bytes of
+// newline and indentation per line. An estimate close to the real size
+// keeps the writer from touching (and faulting in) memory it never fills.
+size_t strings_size(const std::vector<std::string>& v, size_t line) {
+  size_t n = 2 + line;
+  for (const auto& s : v) n += s.size() + 3 + line;
+  return n;
+}
+size_t entry_size(const std::string& env, size_t line) { return env.size() + 3 + line; }
+size_t entry_size(const NodePart& d, size_t line) { return d.node->path.size() + 90 + 9 * line; }
+size_t entry_size(const RulePart&, size_t line) { return 64 + 7 * line; }
+size_t entry_size(const Mount& m, size_t line) {
+  return m.container_path.size() + m.host_path.size() + m.type.size() + 56 + 6 * line + strings_size(m.options, line);
+}
+size_t entry_size(const Hook& h, size_t line) {
+  return h.path.size() + 48 + 6 * line + strings_size(h.args, line) + strings_size(h.env, line);
+}
+
+template <typename T>
+size_t entries_size(const Entries<T>& list, size_t line) {
+  size_t n = 2 + line;
+  for (const auto& x : list) n += x.existing ? 256 : entry_size(*x.added, line);
+  return n;
+}
+
+template <typename T>
+Entries<T> existing_entries(const json& arr, size_t extra) {
+  Entries<T> out;
+  out.reserve(arr.size() + extra);
+  for (const auto& x : arr) out.push_back({&x, nullptr});
+  return out;
+}
+
+// apply_impl's edits, in its order and with its checks, into `sp` (the big
+// lists) and `config` (the containers they go into, and the small edits).
+Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
+  if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
+  using vt = json::value_t;
+  if (!e.env.empty()) {
+    auto process = child(config, "process", vt::object, "");
+    if (!process) return Unexpected(process.error());
+    auto env = child(**process, "env", vt::array, "process");
+    if (!env) return Unexpected(env.error());
+    const json& arr = **env;
+    // As apply_impl: a CDI value replaces the last config entry with its
+    // key, in place; new keys are appended in first-seen order.
+    // build_view made the CDI keys distinct, so only the config's are
+    // indexed.
+    const size_t existing = arr.size();
+    std::vector<const std::string*> value(existing + e.env.size(), nullptr);
+    size_t end = existing;
+    if (existing == 0) {
+      for (const std::string* v : e.env) value[end++] = v;
+    } else {
+      FlatIndex<std::string_view> last(existing);
+      for (size_t i = 0; i < existing; i++) {
+        bool fresh;
+        if (arr[i].is_string()) last.find_or_add(env_key(arr[i].get_ref<const std::string&>()), i, &fresh) = i;
+      }
+      for (const std::string* v : e.env) {
+        const size_t* at = last.find(env_key(*v));
+        value[at ? *at : end++] = v;
+      }
+    }
+    sp.env_at = &arr;
+    sp.env.reserve(end);
+    for (size_t i = 0; i < existing; i++) sp.env.push_back(value[i] ? Entry<std::string>{nullptr, value[i]}
+                                                                      : Entry<std::string>{&arr[i], nullptr});
+    for (size_t i = existing; i < end; i++) sp.env.push_back({nullptr, value[i]});
+  }
+  if (!e.devices.empty() || !e.device_rules.empty()) {
+    auto lnx = child(config, "linux", vt::object, "");
+    if (!lnx) return Unexpected(lnx.error());
+    auto devices = child(**lnx, "devices", vt::array, "linux");
+    if (!devices) return Unexpected(devices.error());
+    const json& arr = **devices;
+    std::vector<size_t> order = replace_or_append_order(
+        arr.size(), [&](size_t i) { return member(arr[i], "path"); }, e.devices.size(),
+        [&](size_t j) { return std::string_view(e.devices[j].node->path); }, /*added_distinct=*/true);
+    sp.devices_at = &arr;
+    sp.devices.reserve(order.size());
+    for (size_t i : order)
+      sp.devices.push_back(i < arr.size() ? Entry<NodePart>{&arr[i], nullptr}
+                                          : Entry<NodePart>{nullptr, &e.devices[i - arr.size()]});
+    if (!e.device_rules.empty()) {
+      auto resources = child(**lnx, "resources", vt::object, "linux");
+      if (!resources) return Unexpected(resources.error());
+      auto rules = child(**resources, "devices", vt::array, "linux.resources");
+      if (!rules) return Unexpected(rules.error());
+      sp.rules_at = *rules;
+      sp.rules = existing_entries<RulePart>(**rules, e.device_rules.size());
+      for (const auto& r : e.device_rules) sp.rules.push_back({nullptr, &r});
+    }
+  }
+  if (!e.net_devices.empty()) {
+    auto lnx = child(config, "linux", vt::object, "");
+    if (!lnx) return Unexpected(lnx.error());
+    auto net = child(**lnx, "netDevices", vt::object, "linux");
+    if (!net) return Unexpected(net.error());
+    for (const NetDevice* n : e.net_devices) (**net)[n->host_interface_name] = json{{"name", n->name}};
+  }
+  if (!e.mounts.empty()) {
+    auto mounts = child(config, "mounts", vt::array, "");
+    if (!mounts) return Unexpected(mounts.error());
+    const json& arr = **mounts;
+    std::vector<size_t> order = replace_or_append_order(
+        arr.size(), [&](size_t i) { return member(arr[i], "destination"); }, e.mounts.size(),
+        [&](size_t j) { return std::string_view(e.mounts[j]->container_path); }, /*added_distinct=*/true);
+    // As apply_impl: every mount, the config's included, stably by depth.
+    std::vector<std::pair<size_t, size_t>> by_depth;  // (depth, position)
+    by_depth.reserve(order.size());
+    for (size_t i : order) {
+      std::string_view d;
+      if (i < arr.size()) d = member(arr[i], "destination").value_or(std::string_view());
+      else d = e.mounts[i - arr.size()]->container_path;
+      by_depth.emplace_back(mount_depth(d), i);
+    }
+    std::stable_sort(by_depth.begin(), by_depth.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    sp.mounts_at = &arr;
+    sp.mounts.reserve(by_depth.size());
+    for (const auto& [_, i] : by_depth)
+      sp.mounts.push_back(i < arr.size() ? Entry<Mount>{&arr[i], nullptr}
+                                         : Entry<Mount>{nullptr, e.mounts[i - arr.size()]});
+  }
+  if (std::any_of(e.hooks.begin(), e.hooks.end(), [](const auto& l) { return !l.empty(); })) {
+    auto hooks = child(config, "hooks", vt::object, "");
+    if (!hooks) return Unexpected(hooks.error());
+    for (size_t s = 0; s < kStages.size(); s++) {
+      if (e.hooks[s].empty()) continue;
+      auto stage = child(**hooks, kStages[s], vt::array, "hooks");
+      if (!stage) return Unexpected(stage.error());
+      sp.hooks_at[s] = *stage;
+      sp.hooks[s] = existing_entries<Hook>(**stage, e.hooks[s].size());
+      for (const Hook* h : e.hooks[s]) sp.hooks[s].push_back({nullptr, h});
+    }
+  }
+  // intelRdt and additionalGids as apply_impl makes them (both rare, small).
+  EditsView rest;
+  rest.intel_rdt = e.intel_rdt;
+  rest.additional_gids = e.additional_gids;
+  return apply_impl(rest, config);
+}
+
 }  // namespace
 
 Result<void> apply_to_oci(const ResolvedEdits& e, json& config) { return apply_impl(e, config); }
@@ -644,6 +926,28 @@ Result<void> inject_edits_oci(std::span<const ContainerEdits* const> parts, json
   PODSHIM_TRY(apply_impl(v, copy));
   config = std::move(copy);
   return {};
+}
+
+Result<std::string> inject_edits_oci_text(std::span<const ContainerEdits* const> parts, json config, int indent,
+                                          const HostLookup& lookup) {
+  HostCache host(lookup, count_lookups(parts));
+  EditsView v;
+  if (auto r = build_view(parts, process_ids_from_oci(config), host, v); !r)
+    return Unexpected(r.error().wrap("failed to inject CDI devices"));
+  Spliced sp;
+  PODSHIM_TRY(splice_impl(v, config, sp));
+  // Each line's indentation, as an average depth of 4.
+  const size_t line = indent < 0 ? 0 : 1 + 4 * static_cast<size_t>(indent);
+  size_t size = 4096 + entries_size(sp.env, line) + entries_size(sp.devices, line) + entries_size(sp.rules, line) +
+                entries_size(sp.mounts, line);
+  for (const auto& h : sp.hooks) size += entries_size(h, line);
+  JsonWriter w(indent, size);
+  w.set_override([&sp](const json& j, JsonWriter& jw) { return sp.write(j, jw); });
+  w.value(config);
+  if (!w.ok())
+    return fail(EINVAL, "OCI config: a CDI edit is not valid UTF-8: {}",
+                json(w.bad_string()).dump(-1, ' ', false, json::error_handler_t::replace));
+  return w.take();
 }
 
 }  // namespace podshim::cdi

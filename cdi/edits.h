@@ -142,6 +142,15 @@ Result<void> apply_to_oci(const ResolvedEdits& edits, nlohmann::json& config);
 Result<void> inject_edits_oci(std::span<const ContainerEdits* const> parts, nlohmann::json& config,
                               const HostLookup& lookup = lstat_host_device);
 
+// inject_edits_oci + config.dump(indent) (-1: compact), byte for byte,
+// without building nlohmann nodes for the edits: they are written straight
+// from the spec's strings into the output, next to the config's own entries.
+// The validation and the errors are inject_edits_oci's; a string that is not
+// UTF-8 (where dump() would throw) is an error too. This is the OCI back end
+// to use; inject_edits_oci remains for callers that want the tree.
+Result<std::string> inject_edits_oci_text(std::span<const ContainerEdits* const> parts, nlohmann::json config,
+                                          int indent = -1, const HostLookup& lookup = lstat_host_device);
+
 // Lexical path cleaning like Go's filepath.Clean ("/a//b/../c/" → "/a/c").
 std::string clean_path(std::string_view p);
 

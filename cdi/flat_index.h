@@ -6,10 +6,43 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace podshim::cdi {
+
+// The index's hash: strings a word at a time (std::hash's murmur over
+// every byte was a tenth of an injection's time), integers and pointers
+// mixed so their low bits, which pick the slot, depend on all of them
+// (std::hash of a pointer is the pointer, whose low bits are alignment).
+// The keys come from root-owned spec files, so no hash flooding defence.
+struct FlatHash {
+  static uint64_t mix(uint64_t h) {
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+  }
+  size_t operator()(std::string_view s) const {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = mix(h ^ w);
+    }
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    return mix(h ^ w);
+  }
+  template <typename T>
+    requires(std::is_integral_v<T> || std::is_pointer_v<T>)
+  size_t operator()(T v) const {
+    if constexpr (std::is_pointer_v<T>) return mix(reinterpret_cast<uintptr_t>(v));
+    else return mix(static_cast<uint64_t>(v));
+  }
+};
 
 template <typename Key, typename Value = size_t>
 class FlatIndex {
@@ -26,7 +59,7 @@ class FlatIndex {
   // The value for `k`, inserting `v` first when `k` is new (*fresh = true).
   Value& find_or_add(const Key& k, Value v, bool* fresh) {
     size_t mask = slots_.size() - 1;
-    for (size_t h = std::hash<Key>{}(k) & mask;; h = (h + 1) & mask) {
+    for (size_t h = FlatHash{}(k) & mask;; h = (h + 1) & mask) {
       uint32_t s = slots_[h];
       if (s == kEmpty) {
         slots_[h] = static_cast<uint32_t>(keys_.size());
@@ -49,7 +82,7 @@ class FlatIndex {
   }
   const Value* find(const Key& k) const {
     size_t mask = slots_.size() - 1;
-    for (size_t h = std::hash<Key>{}(k) & mask;; h = (h + 1) & mask) {
+    for (size_t h = FlatHash{}(k) & mask;; h = (h + 1) & mask) {
       uint32_t s = slots_[h];
       if (s == kEmpty) return nullptr;
       if (keys_[s] == k) return &values_[s];

@@ -252,6 +252,13 @@ void Registry::recompute(const std::string& qn) {
     return;
   }
   ns.winner = scan_rules(ns, [](const FileState*, const FileState*, size_t) {});
+  ns.winner_spec = nullptr;
+  ns.winner_device = nullptr;
+  if (ns.winner >= 0) {
+    const Provider& p = ns.providers[static_cast<size_t>(ns.winner)];
+    ns.winner_spec = p.file->spec.get();
+    ns.winner_device = &ns.winner_spec->spec.devices[p.index];
+  }
 }
 
 void Registry::build_views() const {
@@ -345,7 +352,7 @@ std::map<std::string, std::vector<std::string>> Registry::errors() const {
 }
 
 Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::vector<std::string>& names) const {
-  std::vector<const Provider*> found;
+  std::vector<const NameState*> found;
   std::vector<std::string> unresolved;
   FlatIndex<std::string_view, char> wanted(names.size());
   found.reserve(names.size());
@@ -353,7 +360,7 @@ Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::ve
     if (!wanted.insert(n)) continue;  // a duplicate request counts once
     auto it = names_.find(n);
     if (it != names_.end() && it->second.winner >= 0) {
-      found.push_back(&it->second.providers[it->second.winner]);
+      found.push_back(&it->second);
       continue;
     }
     auto q = parse_qualified_name(n);
@@ -367,10 +374,9 @@ Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::ve
   std::vector<const ContainerEdits*> parts;
   parts.reserve(found.size() * 2);
   FlatIndex<const SpecFile*, char> seen(found.size());
-  for (const Provider* p : found) {
-    const SpecFile* spec = p->file->spec.get();
-    if (seen.insert(spec)) parts.push_back(&spec->spec.edits);
-    parts.push_back(&spec->spec.devices[p->index].edits);
+  for (const NameState* ns : found) {
+    if (seen.insert(ns->winner_spec)) parts.push_back(&ns->winner_spec->spec.edits);
+    parts.push_back(&ns->winner_device->edits);
   }
   return parts;
 }
@@ -549,6 +555,13 @@ Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
   auto parts = registry.resolve_parts(names);
   if (!parts) return Unexpected(parts.error());
   return inject_edits_oci(*parts, config, lookup);
+}
+
+Result<std::string> inject_oci_text(const Registry& registry, nlohmann::json config,
+                                    const std::vector<std::string>& names, int indent, const HostLookup& lookup) {
+  auto parts = registry.resolve_parts(names);
+  if (!parts) return Unexpected(parts.error());
+  return inject_edits_oci_text(*parts, std::move(config), indent, lookup);
 }
 
 }  // namespace podshim::cdi

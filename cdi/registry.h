@@ -148,6 +148,11 @@ class Registry {
   struct NameState {
     std::vector<Provider> providers;
     int winner = -1;  // index in providers; -1: unresolvable (conflict)
+    // The winner's spec file and device, set with `winner`: a lookup then
+    // touches this node only, not the providers list and the file state
+    // behind it (each a cache miss in a registry just loaded).
+    const SpecFile* winner_spec = nullptr;
+    const Device* winner_device = nullptr;
   };
   // Calls each(later, first, index in later) for every conflict of `ns`;
   // returns the winner's index, or -1.
@@ -215,5 +220,12 @@ Result<ResolvedEdits> resolve_devices(const Registry& registry, const std::vecto
 // error `config` is left unchanged.
 Result<void> inject_oci(const Registry& registry, nlohmann::json& config,
                         const std::vector<std::string>& names, const HostLookup& lookup = lstat_host_device);
+
+// inject_oci and then config.dump(indent), byte for byte, through
+// inject_edits_oci_text (no JSON nodes built for the edits). `config` is
+// taken by value: move it in.
+Result<std::string> inject_oci_text(const Registry& registry, nlohmann::json config,
+                                    const std::vector<std::string>& names, int indent = -1,
+                                    const HostLookup& lookup = lstat_host_device);
 
 }  // namespace podshim::cdi

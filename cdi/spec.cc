@@ -237,11 +237,15 @@ class YamlConverter {
       }
       case YAML_SCALAR_EVENT: {
         count(path);
-        std::string anchor = anchor_name(event_.data.scalar.anchor);
-        std::string text(reinterpret_cast<const char*>(event_.data.scalar.value), event_.data.scalar.length);
         json v = scalar(path);
-        if (!anchor.empty()) anchors_[anchor] = Anchor{v, 1, text};
-        if (raw) *raw = std::move(text);
+        // The raw text only when it is needed: a key, or an anchor's (a
+        // copy of every scalar's text was a tenth of the conversion).
+        const auto& sc = event_.data.scalar;
+        if (sc.anchor || raw) {
+          std::string text(reinterpret_cast<const char*>(sc.value), sc.length);
+          if (sc.anchor) anchors_[anchor_name(sc.anchor)] = Anchor{v, 1, text};
+          if (raw) *raw = std::move(text);
+        }
         return v;
       }
       case YAML_SEQUENCE_START_EVENT: {
@@ -264,10 +268,15 @@ class YamlConverter {
           bool scalar_key = type() == YAML_SCALAR_EVENT || type() == YAML_ALIAS_EVENT;
           if (scalar_key) (void)node(path, depth + 1, &key);
           if (!key) error_at(path.str(), "mapping key is not a scalar");
-          if (out.contains(*key)) error_at(path.str(), fmt::format("duplicate key \"{}\"", *key));
+          // One lookup for the duplicate check and the insertion: map
+          // iterators stay valid while the value is converted.
+          auto& members = out.get_ref<json::object_t&>();
+          auto at = members.lower_bound(*key);
+          if (at != members.end() && at->first == *key)
+            error_at(path.str(), fmt::format("duplicate key \"{}\"", *key));
           next();
           json v = node(Where{&path, *key, 0}, depth + 1);
-          out[*key] = std::move(v);
+          members.emplace_hint(at, std::move(*key), std::move(v));
         }
         if (!anchor.empty()) anchors_[anchor] = Anchor{out, nodes_ - start + 1, std::nullopt};
         return out;

@@ -137,11 +137,12 @@ int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std:
     err << "podshimctl cdi: " << a.config << ": not a JSON object (an OCI config.json)\n";
     return kExitFailure;
   }
-  if (auto r = cdi::inject_oci(reg, config, a.devices); !r) {
+  auto r = cdi::inject_oci_text(reg, std::move(config), a.devices, /*indent=*/2);
+  if (!r) {
     err << "podshimctl cdi: " << r.error().message << "\n";
     return r.error().code == ENOENT ? kExitNotFound : kExitFailure;
   }
-  out << config.dump(2) << "\n";
+  out << *r << "\n";
   return kExitOk;
 }
 

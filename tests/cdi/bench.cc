@@ -1,6 +1,8 @@
 // Benchmark: a registry of 1000 spec files (2000 devices), then 100 devices,
 // and separately 8 (one GPU container), resolved and injected into an OCI
-// config; podshim next to the reference Go library (Debian's v0.5.2 via
+// config (podshim: parsed, edited and written out again as JSON text by
+// inject_oci_text, the OCI back end; the Go side: a deep copy of the parsed
+// config edited in memory, never serialized); podshim next to the reference Go library (Debian's v0.5.2 via
 // tools/cdi-ref) on the same corpus in the same run. Prints median and p99
 // (the max, with this few samples), peak RSS and the ratios against issue
 // 20's targets. Without Go or the Go CDI package it prints podshim's figures
@@ -13,8 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <fmt/ranges.h>
 
 #include "cdi/registry.h"
 #include "tests/cdi/cdi_ref.h"
@@ -29,6 +34,7 @@ namespace {
 constexpr int kSpecs = 1000;
 constexpr int kRequests = 100;
 constexpr int kIterations = 15;
+constexpr int kRounds = 3;  // kIterations split into rounds alternating with the Go side
 constexpr int kFew = 8;         // devices of the "one GPU container" row
 constexpr int kFewRepeat = 1;  // samples per iteration, as many as the Go side gives
 
@@ -75,6 +81,59 @@ Stats stats(std::vector<double> v) {
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// podshim's samples, pooled over the rounds.
+struct Ours {
+  std::vector<double> load, inject, few, mem, resolve, tree;
+  size_t devices = 0, lookups = 0;
+  long rss = 0;  // KiB, the largest of the rounds' children
+};
+
+// Runs body(iterations, first, samples) in a child (so the peak RSS is
+// podshim's own) and appends what it measured to `acc`.
+template <typename F>
+bool run_ours(int iterations, bool first, F&& body, Ours& acc) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return false;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    Ours o;
+    body(iterations, first, o);
+    std::string text = fmt::format("{} {}\n", o.devices, o.lookups);
+    for (const auto* v : {&o.load, &o.inject, &o.few, &o.mem, &o.resolve, &o.tree})
+      text += fmt::format("{} {}\n", v->size(), fmt::join(*v, " "));
+    if (::write(pipefd[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) ::_exit(1);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  if (text.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "podshim run failed\n");
+    return false;
+  }
+  std::istringstream in(text);
+  size_t devices = 0, lookups = 0;
+  in >> devices >> lookups;
+  if (first) acc.devices = devices, acc.lookups = lookups;
+  for (auto* v : {&acc.load, &acc.inject, &acc.few, &acc.mem, &acc.resolve, &acc.tree}) {
+    size_t n = 0;
+    in >> n;
+    for (size_t k = 0; k < n; k++) {
+      double x;
+      in >> x;
+      v->push_back(x);
+    }
+  }
+  acc.rss = std::max(acc.rss, static_cast<long>(ru.ru_maxrss));
+  return static_cast<bool>(in);
+}
+
 }  // namespace
 
 int main() {
@@ -90,106 +149,26 @@ int main() {
     "mounts":[{"destination":"/proc","type":"proc","source":"proc"}]})";
   testing::write_file(t.path() + "/config.json", config_text);
 
-  // podshim, in a child so its peak RSS is its own.
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) return 1;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    std::vector<double> load, inject, inject_few, inject_mem, resolve_only;
-    size_t devices = 0, lookups = 0;
-    auto inject_once = [&](const Registry& reg, const std::vector<std::string>& want) {
-      auto t0 = Clock::now();
-      nlohmann::json config = nlohmann::json::parse(config_text);
-      auto r = inject_oci(reg, config, want);
-      auto t1 = Clock::now();
-      if (!r) {
-        std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
-        ::_exit(1);
-      }
-      return ms(t1 - t0);
-    };
-    for (int it = 0; it < kIterations; it++) {
-      auto t0 = Clock::now();
-      RegistryOptions o;
-      o.spec_dirs = {dir};
-      o.required_owner = ::getuid();
-      Registry reg(o);
-      reg.refresh();
-      auto t1 = Clock::now();
-      inject.push_back(inject_once(reg, names));
-      for (int k = 0; k < kFewRepeat; k++) inject_few.push_back(inject_once(reg, few));
-      {
-        // The same 100 with every host lookup answered from memory: inject
-        // apart from its lstat(2) calls (one per host path of a node that
-        // is not fully specified, as fillMissingInfo).
-        auto t2 = Clock::now();
-        nlohmann::json config = nlohmann::json::parse(config_text);
-        auto r = inject_oci(reg, config, names,
-                            [](const std::string&) -> Result<HostDevice> { return HostDevice{"c", 1, 3, 0666}; });
-        if (!r) ::_exit(1);
-        inject_mem.push_back(ms(Clock::now() - t2));
-        // What podshimd does on CreateContainer before the NRI conversion:
-        // resolution to ResolvedEdits, no OCI JSON.
-        auto t3 = Clock::now();
-        auto e = resolve_devices(reg, names, process_ids_from_oci(config));
-        if (!e) ::_exit(1);
-        resolve_only.push_back(ms(Clock::now() - t3));
-      }
-      if (it == 0) {
-        // Untimed: how many host lookups one injection of the 100 makes.
-        nlohmann::json config = nlohmann::json::parse(config_text);
-        auto r = inject_oci(reg, config, names, [&](const std::string& p) {
-          lookups++;
-          return lstat_host_device(p);
-        });
-        if (!r) ::_exit(1);
-      }
-      devices = reg.devices().size();
-      load.push_back(ms(t1 - t0));
+  // Ours and the Go library's alternate in rounds, so that both see the
+  // same share of a machine other jobs are using (one after the other, a
+  // burst of load during one side's run skewed the ratio either way).
+  Ours ours;
+  std::vector<double> gl, gi, gf;
+  long go_rss = 0;
+  std::string why_no_go = testing::cdi_ref_missing(), go_bin;
+  if (why_no_go.empty()) {
+    std::string err;
+    go_bin = testing::build_cdi_ref(&err);
+    if (go_bin.empty()) {
+      std::fprintf(stderr, "%s\n", err.c_str());
+      return 1;
     }
-    Stats l = stats(load), i = stats(inject), f = stats(inject_few), m = stats(inject_mem), ro = stats(resolve_only);
-    std::string line = fmt::format("{} {} {} {} {} {} {} {} {} {}\n", l.median_ms, l.p99_ms, i.median_ms, i.p99_ms,
-                                   f.median_ms, f.p99_ms, m.median_ms, devices, lookups, ro.median_ms);
-    if (::write(pipefd[1], line.data(), line.size()) < 0) ::_exit(1);
-    ::_exit(0);
-  }
-  ::close(pipefd[1]);
-  char buf[512] = {};
-  ssize_t n = ::read(pipefd[0], buf, sizeof buf - 1);
-  int status = 0;
-  struct rusage ru {};
-  ::wait4(pid, &status, 0, &ru);
-  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "podshim run failed\n");
-    return 1;
-  }
-  double ours_lm, ours_lp, ours_im, ours_ip, ours_fm, ours_fp, ours_mem, ours_resolve;
-  size_t devices, lookups;
-  std::sscanf(buf, "%lf %lf %lf %lf %lf %lf %lf %zu %zu %lf", &ours_lm, &ours_lp, &ours_im, &ours_ip, &ours_fm,
-              &ours_fp, &ours_mem, &devices, &lookups, &ours_resolve);
-  long ours_rss = ru.ru_maxrss;
-  std::printf("CDI registry: %d spec files (%zu devices), %d iterations\n", kSpecs, devices, kIterations);
-  std::printf("podshim (C++): load %.2f ms median (p99 %.2f); inject %d devices %.3f ms (p99 %.3f); "
-              "inject %d devices %.3f ms (p99 %.3f); peak RSS %ld KiB\n",
-              ours_lm, ours_lp, kRequests, ours_im, ours_ip, kFew, ours_fm, ours_fp, ours_rss);
-
-  // The reference, on the same corpus, right after.
-  if (std::string why = testing::cdi_ref_missing(); !why.empty()) {
-    std::printf("SKIP: no baseline to compare with: %s\n", why.c_str());
-    return 77;
-  }
-  std::string err;
-  std::string bin = testing::build_cdi_ref(&err);
-  if (bin.empty()) {
-    std::fprintf(stderr, "%s\n", err.c_str());
-    return 1;
   }
   auto run_go = [&](const std::vector<std::string>& want, int repeat) {
     std::string joined;
     for (const auto& d : want) joined += (joined.empty() ? "" : ",") + d;
-    auto go = testing::run_cdi_ref(bin, {"-dir", dir, "-config", t.path() + "/config.json", "-devices", joined,
-                                         "-repeat", std::to_string(repeat)},
+    auto go = testing::run_cdi_ref(go_bin, {"-dir", dir, "-config", t.path() + "/config.json", "-devices", joined,
+                                            "-repeat", std::to_string(repeat)},
                                    t.path());
     if (go.exit_code != 0 || !go.json.is_object() || !go.json["inject"]["ok"].get<bool>()) {
       std::fprintf(stderr, "cdi-ref failed: %s\n%s\n", go.err.c_str(), go.out.substr(0, 2000).c_str());
@@ -197,19 +176,101 @@ int main() {
     }
     return go;
   };
-  auto go = run_go(names, kIterations);
-  std::vector<double> gl, gi, gf;
-  for (const auto& v : go.json["load_ns"]) gl.push_back(v.get<double>() / 1e6);
-  for (const auto& v : go.json["inject_ns"]) gi.push_back(v.get<double>() / 1e6);
-  long go_rss = go.json["maxrss_kb"].get<long>();
-  if (go.json["devices"].size() != devices) {
-    std::fprintf(stderr, "device count differs: ours %zu, go %zu\n", devices, go.json["devices"].size());
-    return 1;
+  for (int round = 0; round < kRounds; round++) {
+    // podshim, in a child so its peak RSS is its own.
+    if (!run_ours(kIterations / kRounds, round == 0, [&](int iterations, bool first, Ours& o) {
+          std::vector<double>&load = o.load, &inject = o.inject, &inject_few = o.few, &inject_mem = o.mem,
+                             &resolve_only = o.resolve, &inject_tree = o.tree;
+          size_t &devices = o.devices, &lookups = o.lookups;
+          auto inject_once = [&](const Registry& reg, const std::vector<std::string>& want) {
+            auto t0 = Clock::now();
+            auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), want);
+            auto t1 = Clock::now();
+            if (!r) {
+              std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
+              ::_exit(1);
+            }
+            return ms(t1 - t0);
+          };
+          for (int it = 0; it < iterations; it++) {
+            auto t0 = Clock::now();
+            RegistryOptions opts;
+            opts.spec_dirs = {dir};
+            opts.required_owner = ::getuid();
+            Registry reg(opts);
+            reg.refresh();
+            auto t1 = Clock::now();
+            inject.push_back(inject_once(reg, names));
+            for (int k = 0; k < kFewRepeat; k++) inject_few.push_back(inject_once(reg, few));
+            {
+              // The same 100 with every host lookup answered from memory: inject
+              // apart from its lstat(2) calls (one per host path of a node that
+              // is not fully specified, as fillMissingInfo).
+              auto t2 = Clock::now();
+              auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), names, -1,
+                                       [](const std::string&) -> Result<HostDevice> {
+                                         return HostDevice{"c", 1, 3, 0666};
+                                       });
+              if (!r) ::_exit(1);
+              inject_mem.push_back(ms(Clock::now() - t2));
+              // The same 100 through the tree API (inject_oci: edits built as
+              // nlohmann nodes in the parsed config, not serialized).
+              auto t4 = Clock::now();
+              nlohmann::json config = nlohmann::json::parse(config_text);
+              if (!inject_oci(reg, config, names)) ::_exit(1);
+              inject_tree.push_back(ms(Clock::now() - t4));
+              // What podshimd does on CreateContainer before the NRI conversion:
+              // resolution to ResolvedEdits, no OCI JSON.
+              auto t3 = Clock::now();
+              auto e = resolve_devices(reg, names, process_ids_from_oci(config));
+              if (!e) ::_exit(1);
+              resolve_only.push_back(ms(Clock::now() - t3));
+            }
+            if (it == 0 && first) {
+              // Untimed: how many host lookups one injection of the 100 makes.
+              nlohmann::json config = nlohmann::json::parse(config_text);
+              auto r = inject_oci(reg, config, names, [&](const std::string& p) {
+                lookups++;
+                return lstat_host_device(p);
+              });
+              if (!r) ::_exit(1);
+            }
+            devices = reg.devices().size();
+            load.push_back(ms(t1 - t0));
+          }
+        }, ours))
+      return 1;
+    if (go_bin.empty()) continue;
+    auto go = run_go(names, kIterations / kRounds);
+    for (const auto& v : go.json["load_ns"]) gl.push_back(v.get<double>() / 1e6);
+    for (const auto& v : go.json["inject_ns"]) gi.push_back(v.get<double>() / 1e6);
+    go_rss = std::max(go_rss, go.json["maxrss_kb"].get<long>());
+    if (go.json["devices"].size() != ours.devices) {
+      std::fprintf(stderr, "device count differs: ours %zu, go %zu\n", ours.devices, go.json["devices"].size());
+      return 1;
+    }
+    // The 8-device row: its inject timings only (each repeat loads the
+    // registry again, untimed here), as many samples as ours.
+    auto go_few = run_go(few, kIterations / kRounds);
+    for (const auto& v : go_few.json["inject_ns"]) gf.push_back(v.get<double>() / 1e6);
   }
-  // The 8-device row: its inject timings only (each repeat loads the
-  // registry again, untimed here), as many samples as ours.
-  auto go_few = run_go(few, kIterations);
-  for (const auto& v : go_few.json["inject_ns"]) gf.push_back(v.get<double>() / 1e6);
+  Stats l = stats(ours.load), i = stats(ours.inject), f = stats(ours.few);
+  double ours_lm = l.median_ms, ours_lp = l.p99_ms, ours_im = i.median_ms, ours_ip = i.p99_ms, ours_fm = f.median_ms,
+         ours_fp = f.p99_ms, ours_mem = stats(ours.mem).median_ms, ours_resolve = stats(ours.resolve).median_ms,
+         ours_tree = stats(ours.tree).median_ms;
+  size_t devices = ours.devices, lookups = ours.lookups;
+  long ours_rss = ours.rss;
+  std::printf("CDI registry: %d spec files (%zu devices), %d iterations in %d rounds alternating with the Go "
+              "library's\n",
+              kSpecs, devices, kIterations, kRounds);
+  std::printf("podshim (C++): load %.2f ms median (p99 %.2f); inject %d devices %.3f ms (p99 %.3f); "
+              "inject %d devices %.3f ms (p99 %.3f); peak RSS %ld KiB\n",
+              ours_lm, ours_lp, kRequests, ours_im, ours_ip, kFew, ours_fm, ours_fp, ours_rss);
+
+  if (go_bin.empty()) {
+    std::printf("SKIP: no baseline to compare with: %s\n", why_no_go.c_str());
+    return 77;
+  }
   Stats gls = stats(gl), gis = stats(gi), gfs = stats(gf);
 
   std::printf("\n%-24s %12s %12s %12s %12s %12s %12s %12s\n", "", "load med ms", "load p99 ms", "inj100 med",
@@ -226,6 +287,9 @@ int main() {
   std::printf("podshim inject %d again, host lookups answered from memory: %.3f ms median; one injection "
               "of the %d makes %zu lstat calls (v0.5.2: %d, one per node it does not take as given)\n",
               kRequests, ours_mem, kRequests, lookups, kRequests);
+  std::printf("podshim inject %d into the parsed config as nlohmann nodes (inject_oci, no JSON text): %.3f ms "
+              "median\n",
+              kRequests, ours_tree);
   std::printf("podshim resolve %d to ResolvedEdits (podshimd's CreateContainer path, before the NRI "
               "conversion; no OCI JSON): %.3f ms median\n",
               kRequests, ours_resolve);

@@ -371,6 +371,14 @@ TEST_F(CdiDiff, Injection) {
     reg.refresh();
     json ours = json::parse(c.config);
     auto r = inject_oci(reg, ours, c.devices);
+    // The text back end (podshimctl's) writes what the tree back end
+    // builds, byte for byte, and fails the same way.
+    for (int indent : {-1, 2}) {
+      auto text = inject_oci_text(reg, json::parse(c.config), c.devices, indent);
+      ASSERT_EQ(text.has_value(), r.has_value()) << (text ? "" : text.error().message);
+      if (text) EXPECT_EQ(*text, ours.dump(indent));
+      else EXPECT_EQ(text.error().message, r.error().message);
+    }
 
     std::string joined;
     for (const auto& d : c.devices) joined += (joined.empty() ? "" : ",") + d;

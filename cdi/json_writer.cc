@@ -1,0 +1,206 @@
+#include "cdi/json_writer.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+namespace podshim::cdi {
+
+JsonWriter::JsonWriter(int indent, size_t size_hint) : step_(indent) { out_.resize(size_hint); }
+
+std::string JsonWriter::take() {
+  out_.resize(len_);
+  len_ = 0;
+  return std::move(out_);
+}
+
+void JsonWriter::grow(size_t n) { out_.resize(std::max(2 * out_.size(), len_ + n)); }
+
+void JsonWriter::newline_indent(size_t depth) {
+  size_t n = depth * static_cast<size_t>(step_);
+  char* p = room(n + 1);
+  p[0] = '\n';
+  std::memset(p + 1, ' ', n);
+  len_ += n + 1;
+}
+
+void JsonWriter::open(char c) {
+  raw(c);
+  nonempty_.push_back(0);
+}
+
+void JsonWriter::close(char c) {
+  bool had = nonempty_.back();
+  nonempty_.pop_back();
+  if (had && step_ >= 0) newline_indent(nonempty_.size());
+  raw(c);
+}
+
+void JsonWriter::separate() {
+  if (nonempty_.back()) raw(',');
+  nonempty_.back() = 1;
+  if (step_ >= 0) newline_indent(nonempty_.size());
+}
+
+void JsonWriter::key(std::string_view k) {
+  separate();
+  string(k);
+  raw(step_ >= 0 ? std::string_view(": ") : std::string_view(":"));
+}
+
+void JsonWriter::plain_key(std::string_view k) {
+  separate();
+  char* p = room(k.size() + 4);
+  *p++ = '"';
+  std::memcpy(p, k.data(), k.size());
+  p += k.size();
+  *p++ = '"';
+  *p++ = ':';
+  len_ += k.size() + 3;
+  if (step_ >= 0) *p = ' ', len_++;
+}
+
+namespace {
+
+// What string() does with each byte: copy it, escape it, or check the
+// UTF-8 sequence it starts.
+enum : uint8_t { kCopy, kEscape, kMulti };
+constexpr std::array<uint8_t, 256> kByteClass = [] {
+  std::array<uint8_t, 256> t{};
+  for (size_t c = 0; c < 0x20; c++) t[c] = kEscape;
+  t['"'] = t['\\'] = kEscape;
+  for (size_t c = 0x80; c < 0x100; c++) t[c] = kMulti;
+  return t;
+}();
+
+// The length of the well-formed UTF-8 sequence at s[i] (a byte >= 0x80),
+// or 0 when it is not one.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  unsigned char c = b(0);
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) n = 1;
+  else if (c == 0xE0) n = 2, lo = 0xA0;
+  else if (c == 0xED) n = 2, hi = 0x9F;  // no surrogates
+  else if (c >= 0xE1 && c <= 0xEF) n = 2;
+  else if (c == 0xF0) n = 3, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 3;
+  else if (c == 0xF4) n = 3, hi = 0x8F;
+  else return 0;
+  if (s.size() - i <= n) return 0;
+  if (b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k <= n; k++)
+    if ((b(k) & 0xC0) != 0x80) return 0;
+  return n + 1;
+}
+
+}  // namespace
+
+bool is_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      i++;
+      continue;
+    }
+    size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+void JsonWriter::string(std::string_view s) {
+  // At most 6 bytes out per byte in (\u00xx), plus the quotes.
+  char* const start = room(s.size() * 6 + 2);
+  char* p = start;
+  *p++ = '"';
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    switch (kByteClass[c]) {
+      case kCopy:
+        *p++ = static_cast<char>(c);
+        i++;
+        continue;
+      case kMulti: {
+        size_t n = utf8_sequence(s, i);
+        if (n == 0) {
+          if (bad_utf8_.empty()) bad_utf8_ = std::string(s);
+          n = 1;  // copied as is; the output is refused anyway
+        }
+        std::memcpy(p, s.data() + i, n);
+        p += n;
+        i += n;
+        continue;
+      }
+      default: break;
+    }
+    i++;
+    *p++ = '\\';
+    switch (c) {
+      case '"': *p++ = '"'; break;
+      case '\\': *p++ = '\\'; break;
+      case '\b': *p++ = 'b'; break;
+      case '\f': *p++ = 'f'; break;
+      case '\n': *p++ = 'n'; break;
+      case '\r': *p++ = 'r'; break;
+      case '\t': *p++ = 't'; break;
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        *p++ = 'u';
+        *p++ = '0';
+        *p++ = '0';
+        *p++ = kHex[c >> 4];
+        *p++ = kHex[c & 0xF];
+      }
+    }
+  }
+  *p++ = '"';
+  len_ += static_cast<size_t>(p - start);
+}
+
+void JsonWriter::integer(int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  raw(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+void JsonWriter::unsigned_integer(uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  raw(std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+void JsonWriter::value(const nlohmann::json& j) {
+  using vt = nlohmann::json::value_t;
+  if (override_ && (j.is_array() || j.is_object()) && override_(j, *this)) return;
+  switch (j.type()) {
+    case vt::object:
+      begin_object();
+      for (const auto& [k, v] : j.items()) {
+        key(k);
+        value(v);
+      }
+      end_object();
+      return;
+    case vt::array:
+      begin_array();
+      for (const auto& v : j) {
+        element();
+        value(v);
+      }
+      end_array();
+      return;
+    case vt::string: string(j.get_ref<const std::string&>()); return;
+    case vt::number_integer: integer(j.get<int64_t>()); return;
+    case vt::number_unsigned: unsigned_integer(j.get<uint64_t>()); return;
+    case vt::boolean: boolean(j.get<bool>()); return;
+    default:
+      // null, floats (nlohmann's own shortest round-trip form), binary and
+      // discarded: scalars whose dump() does not depend on the depth.
+      raw(j.dump());
+      return;
+  }
+}
+
+}  // namespace podshim::cdi
