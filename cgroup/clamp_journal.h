@@ -10,12 +10,12 @@
 // (ftruncate: no new inode), and rewritten (rename) only past 1 MiB with a
 // clamp held all along.
 //
-// Why not a file per clamp, as podshim had: creating, renaming and deleting a
-// file for every shrink made ext4 allocate an inode each time, and ext4 scans
-// its bitmaps to avoid reusing recently deleted ones (recently_deleted(), in
-// fs/ext4/ialloc.c); with a few hundred shrinks that was half of podshimd's CPU
-// in the status benchmark. podshim versions before this wrote
-// "clamp-<hash>" files; recover() still replays and removes them.
+// Why not a file per clamp, as podshim had: that cost five system calls per
+// clamp (create a temporary file, write, close, rename; unlink at the end)
+// and a new inode per shrink, where ext4 scans its bitmaps to avoid reusing
+// recently deleted inodes (recently_deleted(), fs/ext4/ialloc.c); an append
+// is one write(2). podshim versions before this wrote "clamp-<hash>" files;
+// recover() still replays and removes them.
 //
 // Not fsynced: the journal must survive a podshimd crash, which it does from
 // the page cache; a node crash takes every cgroup it describes with it.
