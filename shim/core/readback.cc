@@ -183,18 +183,20 @@ struct ReadBack::Impl {
   // container's id is the map key (`id` points at it), its cgroup path is in
   // the store (only a hash of it is kept here, to notice a change), and the
   // labels of its drift series are built when a series is set.
+  // Only hashes of the cgroup path, state and allocation it last saw (to
+  // notice a change; the values are the store's), the path resolved again
+  // when a directory is opened (most are kept open).
   struct Entry {
     const std::string* id = nullptr;  // the key of this entry in `entries`
     size_t cgroup_path_hash = 0;
-    std::string relpath;  // resolved from the container's cgroup path; empty until then
-    std::string state;
-    UniqueFd dir;              // the cgroup directory, kept while dir_cap allows
-    std::optional<Fds> fds;   // its attribute files, kept for fd_cache containers
-    K8sResources allocated;
+    size_t state_hash = 0;
+    size_t allocated_hash = 0;
+    UniqueFd dir;                // the cgroup directory, kept while dir_cap allows
+    std::unique_ptr<Fds> fds;    // its attribute files, kept for fd_cache containers
     Clock::time_point allocated_at{};
-    std::vector<Drift> drift;       // as last reported
-    std::set<std::string> repaired;  // "resource=actual" a repair was tried for
-    std::string pod_label;           // the pod label of its podshim_drift series, once the pod is known
+    std::vector<Drift> drift;          // as last reported
+    std::vector<std::string> repaired;  // "resource=actual" a repair was tried for
+    std::string pod_label;              // the pod label of its podshim_drift series, once the pod is known
     bool queued = false;
   };
 
@@ -253,8 +255,8 @@ struct ReadBack::Impl {
     Entry& e = it->second;
     e.id = &it->first;
     e.cgroup_path_hash = path_hash(c.cgroup_path);
-    e.state = c.state;
-    e.allocated = c.allocated;
+    e.state_hash = path_hash(c.state);
+    e.allocated_hash = resources_hash(c.allocated);
     // What is allocated when podshim first sees a container is what the
     // runtime already wrote (Synchronize, CreateContainer): settled.
     e.allocated_at = now() - opts.settle;
@@ -263,6 +265,12 @@ struct ReadBack::Impl {
   }
 
   static size_t path_hash(std::string_view p) { return std::hash<std::string_view>{}(p); }
+  static size_t resources_hash(const K8sResources& r) {
+    size_t h = 0;
+    for (const auto& v : {r.cpu_request_milli, r.cpu_limit_milli, r.memory_request_bytes, r.memory_limit_bytes})
+      h = h * 1000003u ^ (v ? std::hash<int64_t>{}(*v) + 0x9e3779b97f4a7c15ull : 0);
+    return h;
+  }
 
   void forget(const std::string& id) {
     auto it = entries.find(id);
@@ -299,15 +307,14 @@ struct ReadBack::Impl {
     if (path_hash(c.cgroup_path) != e.cgroup_path_hash) {
       drop_fds(e);
       e.cgroup_path_hash = path_hash(c.cgroup_path);
-      e.relpath.clear();
       read = true;
     }
-    if (c.state != e.state) {
-      e.state = c.state;
+    if (path_hash(c.state) != e.state_hash) {
+      e.state_hash = path_hash(c.state);
       read = true;
     }
-    if (c.allocated != e.allocated) {
-      e.allocated = c.allocated;
+    if (resources_hash(c.allocated) != e.allocated_hash) {
+      e.allocated_hash = resources_hash(c.allocated);
       e.allocated_at = now();
     }
     // Someone stored the container without the drift podshim reported
@@ -332,18 +339,15 @@ struct ReadBack::Impl {
       drop_fds(e);
       if (!gone_errno(r.error().code)) return r;
     }
-    if (e.relpath.empty()) {
-      auto loc = cgroup::resolve_cgroup_path(cgroup_path, opts.driver);
-      if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", cgroup_path));
-      e.relpath = loc->relpath;
-    }
     // The directory fd is cheap for the kernel (no seq_file buffer) and
     // spares the walk from the root on every read; the files are not
     // (a kept cgroup attribute fd holds its seq_file and page buffer).
     UniqueFd tmp_dir;
     int dir = e.dir.get();
     if (!e.dir) {
-      auto d = fs::open_beneath(root_fd.get(), e.relpath, O_RDONLY | O_DIRECTORY);
+      auto loc = cgroup::resolve_cgroup_path(cgroup_path, opts.driver);
+      if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", cgroup_path));
+      auto d = fs::open_beneath(root_fd.get(), loc->relpath, O_RDONLY | O_DIRECTORY);
       if (!d) return Unexpected(d.error());
       if (dirs < dir_cap) {
         e.dir = std::move(*d);
@@ -361,7 +365,7 @@ struct ReadBack::Impl {
     }
     auto r = read_files(*f);
     if (r && cached < opts.fd_cache) {
-      e.fds = std::move(*f);
+      e.fds = std::make_unique<Fds>(std::move(*f));
       ++cached;
     }
     return r;
@@ -388,8 +392,7 @@ struct ReadBack::Impl {
     for (const auto& d : e.drift) {
       if (find_drift(now_drift, d.resource)) continue;
       set_drift_metric(e, d.resource, 0);
-      for (auto it = e.repaired.begin(); it != e.repaired.end();)
-        it = str::starts_with(*it, d.resource + "=") ? e.repaired.erase(it) : std::next(it);
+      std::erase_if(e.repaired, [&](const std::string& r) { return str::starts_with(r, d.resource + "="); });
       say(log::Level::Info, id, fmt::format("Drift ended: {} of container {} is back to {}", d.file, id, d.allocated));
     }
     e.drift = now_drift;
@@ -398,7 +401,12 @@ struct ReadBack::Impl {
   void repair(const std::string& id, Entry& e, const Container& c) {
     if (!opts.repair_drift || !engine || e.drift.empty()) return;
     bool fresh = false;
-    for (const auto& d : e.drift) fresh |= e.repaired.insert(d.resource + "=" + d.actual).second;
+    for (const auto& d : e.drift) {
+      std::string key = d.resource + "=" + d.actual;
+      if (std::find(e.repaired.begin(), e.repaired.end(), key) != e.repaired.end()) continue;
+      e.repaired.push_back(std::move(key));
+      fresh = true;
+    }
     if (!fresh) return;  // one attempt per drift; a failure is logged once
     cgroup::PodResizeRequest req;
     req.containers.push_back({id, c.cgroup_path, c.allocated});
@@ -445,8 +453,8 @@ struct ReadBack::Impl {
     Entry& e = it != entries.end() ? it->second : add(*c);
     e.queued = false;
     if (c->cgroup_path.empty()) return;
-    if (c->allocated != e.allocated) {
-      e.allocated = c->allocated;
+    if (resources_hash(c->allocated) != e.allocated_hash) {
+      e.allocated_hash = resources_hash(c->allocated);
       e.allocated_at = now();
     }
     if (e.pod_label.empty()) {
