@@ -36,6 +36,7 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "shim/core/cgroup_types.h"
+#include "shim/core/boxed.h"
 #include "shim/core/string_map.h"
 
 namespace podshim::core {
@@ -79,8 +80,8 @@ struct Condition {
 };
 
 struct ResizeConditions {
-  std::optional<Condition> pending;      // PodResizePending
-  std::optional<Condition> in_progress;  // PodResizeInProgress
+  Boxed<Condition> pending;      // PodResizePending
+  Boxed<Condition> in_progress;  // PodResizeInProgress
   bool empty() const { return !pending && !in_progress; }
   bool operator==(const ResizeConditions&) const = default;
 };
