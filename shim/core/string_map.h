@@ -103,6 +103,8 @@ class StringMap {
   }
   // Inserts, or replaces the value of, `key`.
   void set(std::string_view key, std::string_view value);
+  // std::map's spelling of set().
+  void insert_or_assign(std::string_view key, std::string_view value) { set(key, value); }
   // Returns false when there was no such key.
   bool erase(std::string_view key);
 
