@@ -27,6 +27,32 @@ using cgroup::testing::FakeTree;
 
 constexpr int64_t kMi = 1 << 20;
 
+// A message as the adapter sees it: encoded by libprotobuf, read back by the
+// zero-copy reader (the bytes live as long as the view).
+template <typename V>
+struct Viewed {
+  std::unique_ptr<std::string> bytes;
+  V v;
+  operator const V&() const { return v; }
+};
+template <typename V, typename M, typename F>
+Viewed<V> view_with(const M& m, F decode) {
+  Viewed<V> out{std::make_unique<std::string>(m.SerializeAsString()), {}};
+  auto r = decode(*out.bytes, &out.v);
+  EXPECT_TRUE(r) << r.error().message;
+  return out;
+}
+Viewed<pb::PodSandboxView> view(const api::PodSandbox& m) {
+  return view_with<pb::PodSandboxView>(m, [](std::string_view b, pb::PodSandboxView* v) { return pb::decode_pod(b, v); });
+}
+Viewed<pb::ContainerView> view(const api::Container& m) {
+  return view_with<pb::ContainerView>(m, [](std::string_view b, pb::ContainerView* v) { return pb::decode_container(b, v); });
+}
+Viewed<pb::LinuxResourcesView> view(const api::LinuxResources& m) {
+  return view_with<pb::LinuxResourcesView>(
+      m, [](std::string_view b, pb::LinuxResourcesView* v) { return pb::decode_linux_resources(b, v); });
+}
+
 api::PodSandbox pod(const std::string& uid) {
   api::PodSandbox p;
   p.set_id("sandbox-" + uid);
@@ -56,12 +82,12 @@ api::Container container(const api::PodSandbox& p, const std::string& id, int64_
 
 TEST(NriMap, PodAndContainer) {
   auto p = pod("0a1b2c3d-0000-4000-8000-000000000001");
-  auto mp = pod_from_nri(p);
+  auto mp = pod_from_nri(view(p));
   ASSERT_TRUE(mp) << mp.error().message;
   EXPECT_EQ(mp->qos, core::QosClass::Burstable);
   EXPECT_EQ(mp->cgroup_path, p.linux().cgroup_parent());
   auto c = container(p, "c1", 256 * kMi, 512, 50000);
-  auto mc = container_from_nri(p, c);
+  auto mc = container_from_nri(p.uid(), view(c));
   ASSERT_TRUE(mc) << mc.error().message;
   EXPECT_EQ(mc->pod_uid, p.uid());
   EXPECT_EQ(*mc->desired.memory_limit_bytes, 256 * kMi);
@@ -73,7 +99,7 @@ TEST(NriMap, PodAndContainer) {
 
   auto bad = p;
   bad.set_uid("../../etc");
-  EXPECT_FALSE(pod_from_nri(bad));
+  EXPECT_FALSE(pod_from_nri(view(bad)));
 }
 
 TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
@@ -86,7 +112,7 @@ TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
   r.mutable_cpu()->mutable_shares()->set_value(0);
   r.mutable_cpu()->mutable_quota()->set_value(0);
   r.mutable_memory()->mutable_limit()->set_value(64 * kMi);
-  auto next = resources_from_nri(r, cur);
+  auto next = resources_from_nri(view(r), cur);
   EXPECT_EQ(*next.cpu_request_milli, 250);
   EXPECT_EQ(*next.cpu_limit_milli, 500);
   EXPECT_EQ(*next.memory_limit_bytes, 64 * kMi);
@@ -101,7 +127,7 @@ TEST(NriMap, ResourcesRoundTrip) {
   EXPECT_EQ(n.cpu().shares().value(), 1536u);
   EXPECT_EQ(n.cpu().quota().value(), 200000);
   EXPECT_EQ(n.cpu().period().value(), 100000u);
-  auto back = resources_from_nri(n);
+  auto back = resources_from_nri(view(n));
   EXPECT_EQ(*back.cpu_request_milli, 1500);
   EXPECT_EQ(*back.cpu_limit_milli, 2000);
   EXPECT_EQ(*back.memory_limit_bytes, 512 * kMi);
@@ -124,7 +150,7 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   c.add_mounts()->set_destination("/etc/hosts");
   api::ContainerAdjustment adj;
   AdjustmentOptions opts;
-  auto added = edits_to_adjustment(e, c, opts, &adj);
+  auto added = edits_to_adjustment(e, view(c), opts, &adj);
   ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0], "/dev/gpu0");
   ASSERT_EQ(adj.env_size(), 1);
@@ -146,7 +172,7 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
 
   opts.inject_hook = false;
   api::ContainerAdjustment adj2;
-  edits_to_adjustment(e, c, opts, &adj2);
+  edits_to_adjustment(e, view(c), opts, &adj2);
   EXPECT_FALSE(adj2.has_hooks());
 }
 
