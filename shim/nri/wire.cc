@@ -101,7 +101,11 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       // the declared length): one allocation, no doubling by append. A
       // bigger claim (old runtimes' unpaged Synchronize) only grows with
       // the bytes that really arrive.
-      if (skip_ == 0 && hdr_.length <= kExactReserveMax) body_.reserve(hdr_.length);
+      if (skip_ == 0 && hdr_.length <= kExactReserveMax && hdr_.length > body_.capacity()) {
+        std::string fresh;  // exactly the claim (see the growth below)
+        fresh.reserve(hdr_.length);
+        body_.swap(fresh);
+      }
     } else if (skip_ > 0) {
       const size_t n = std::min(bytes.size(), skip_);
       skip_ -= n;
@@ -112,8 +116,14 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       // Past kExactReserveMax: grows with the bytes that really arrived,
       // doubling but never past the claimed size, so the last step lands
       // on it exactly.
-      if (body_.size() + n > body_.capacity())
-        body_.reserve(std::min<size_t>(hdr_.length, std::max(2 * body_.capacity(), body_.size() + n)));
+      if (body_.size() + n > body_.capacity()) {
+        // Into a fresh string: libstdc++'s reserve() on a grown string
+        // would round up to twice the old capacity, past the claim.
+        std::string grown;
+        grown.reserve(std::min<size_t>(hdr_.length, std::max(2 * body_.capacity(), body_.size() + n)));
+        grown.append(body_);
+        body_.swap(grown);
+      }
       body_.append(bytes.data(), n);
       bytes.remove_prefix(n);
     }
@@ -128,8 +138,10 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       // message, or released after a large one (one big Synchronize page
       // must not pin megabytes for the life of the connection).
       body_ = std::move(msg.body);
-      if (body_.capacity() > kRetainCapacity) body_ = std::string();
       body_.clear();
+      // swap, not assignment: move-assigning a short string keeps the
+      // destination's buffer in libstdc++.
+      if (body_.capacity() > kRetainCapacity) std::string().swap(body_);
       PODSHIM_TRY(std::move(r));
     }
   }

@@ -176,6 +176,75 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   EXPECT_FALSE(adj2.has_hooks());
 }
 
+TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
+  auto store = core::Store::in_memory();
+  // Known from before the (re)connection: one pod and one container the
+  // runtime no longer has, and one container registered through the API.
+  core::Pod gone_pod;
+  gone_pod.uid = "0a1b2c3d-0000-4000-8000-0000000000ff";
+  gone_pod.source = core::Source::Nri;
+  ASSERT_TRUE(store->upsert_pod(gone_pod));
+  core::Container gone;
+  gone.id = "gone";
+  gone.pod_uid = gone_pod.uid;
+  gone.source = core::Source::Nri;
+  ASSERT_TRUE(store->upsert_container(gone));
+  core::Container api_one;
+  api_one.id = "from-api";
+  api_one.source = core::Source::Api;
+  ASSERT_TRUE(store->upsert_container(api_one));
+  NriAdapter adapter(*store, nullptr, nullptr, nullptr, AdapterOptions{});
+
+  auto p1 = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  auto p2 = pod("0a1b2c3d-0000-4000-8000-000000000002");
+  // Page 1: p1 and its container, plus a container of p2, whose pod only
+  // comes on page 2. Page 2 (the last): p2 and another of its containers.
+  api::SynchronizeRequest page1, page2;
+  *page1.add_pods() = p1;
+  *page1.add_containers() = container(p1, "a", 64 * kMi, 256, 0);
+  *page1.add_containers() = container(p2, "b", 64 * kMi, 256, 0);
+  page1.set_more(true);
+  *page2.add_pods() = p2;
+  *page2.add_containers() = container(p2, "c", 64 * kMi, 256, 0);
+  page2.set_more(false);
+
+  const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString();
+  pb::SynchronizeView v1, v2;
+  ASSERT_TRUE(pb::decode_synchronize(b1, &v1));
+  ASSERT_TRUE(pb::decode_synchronize(b2, &v2));
+  api::SynchronizeResponse reply;
+  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply));
+  // Stored as it came; nothing dropped before the last page.
+  EXPECT_TRUE(store->container("a"));
+  EXPECT_TRUE(store->container("gone"));
+  EXPECT_FALSE(store->container("b")) << "its pod has not arrived yet";
+  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply));
+  EXPECT_FALSE(store->container("gone"));
+  EXPECT_FALSE(store->pod(gone_pod.uid));
+  EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
+  ASSERT_TRUE(store->container("a"));
+  EXPECT_EQ(store->container("a")->pod_uid, p1.uid());
+  ASSERT_TRUE(store->container("b"));
+  EXPECT_EQ(store->container("b")->pod_uid, p2.uid());
+  ASSERT_TRUE(store->container("c"));
+  EXPECT_EQ(*store->container("c")->desired.memory_limit_bytes, 64 * kMi);
+  EXPECT_EQ(store->pod_count(), 2u);
+  EXPECT_EQ(store->container_count(), 4u);
+
+  // A new sync (a reconnection) starts afresh: what only the first had is
+  // dropped at its end.
+  api::SynchronizeRequest again;
+  *again.add_pods() = p1;
+  *again.add_containers() = *page1.mutable_containers(0);
+  const std::string b3 = again.SerializeAsString();
+  pb::SynchronizeView v3;
+  ASSERT_TRUE(pb::decode_synchronize(b3, &v3));
+  ASSERT_TRUE(adapter.on_synchronize_page(v3, true, &reply));
+  EXPECT_FALSE(store->container("b"));
+  EXPECT_FALSE(store->pod(p2.uid()));
+  EXPECT_EQ(store->container_count(), 2u);
+}
+
 // ---------------------------------------------------------------------------
 
 class AdapterE2E : public ::testing::Test {
