@@ -52,12 +52,16 @@ void NriAdapter::remember_pod(const pb::PodSandboxView& p) {
     log::err("NRI: storing pod {}: {}", p.uid, r.error().message);
 }
 
-void NriAdapter::remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources) {
+void NriAdapter::remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                          bool pod_later) {
   core::Container c;
-  if (auto r = assign_container_from_nri(pod_uid, ctr, true, &c); !r) {
+  const bool pending = pod_later && pod_uid.empty();
+  // A pending pod is checked when it comes; everything else is checked now.
+  if (auto r = assign_container_from_nri(pending ? std::string_view("pending") : pod_uid, ctr, true, &c); !r) {
     log::warn("NRI: ignoring container {}: {}", ctr.id, r.error().message);
     return;
   }
+  if (pending) c.pod_uid.clear();
   // Read in place under the store's lock: no copy of the known container.
   store_.with_container(c.id, [&](const core::Container& old) {
     c.conditions = old.conditions;
@@ -81,8 +85,8 @@ void NriAdapter::remember(std::string_view pod_uid, const pb::ContainerView& ctr
             r.error().message);
 }
 
-void NriAdapter::sync_container(std::string_view pod_uid, const pb::ContainerView& c) {
-  remember(pod_uid, c, true);
+void NriAdapter::sync_container(std::string_view pod_uid, const pb::ContainerView& c, bool pod_later) {
+  remember(pod_uid, c, true, pod_later);
   sync_.ctrs.emplace(c.id);
   const uint64_t shares = c.resources.cpu_shares.value;
   if (engine_ && opts_.formulas && opts_.formulas->wants_samples() && sync_.probes < kMaxFormulaProbes &&
@@ -120,7 +124,10 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
     if (!pb::decode_container(raw, &c)) return;
     auto it = sync_.uid_by_sandbox.find(c.pod_sandbox_id);
     if (it == sync_.uid_by_sandbox.end() && page.more) {
-      sync_.orphans.emplace_back(raw);  // its pod may be on a later page
+      // Its pod may be on a later page: stored now (no copy of its bytes
+      // is kept), given its pod uid at the end.
+      sync_container({}, c, true);
+      sync_.orphans.emplace_back(std::string(c.id), std::string(c.pod_sandbox_id));
       return;
     }
     sync_container(it == sync_.uid_by_sandbox.end() ? std::string_view() : std::string_view(it->second), c);
@@ -130,12 +137,18 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
 }
 
 void NriAdapter::finish_synchronize() {
-  for (const std::string& raw : sync_.orphans) {
-    pb::ContainerView c;
-    if (!pb::decode_container(raw, &c)) continue;
-    auto it = sync_.uid_by_sandbox.find(c.pod_sandbox_id);
-    // No pod at all: an empty uid, which remember() refuses with a warning.
-    sync_container(it == sync_.uid_by_sandbox.end() ? std::string_view() : std::string_view(it->second), c);
+  for (const auto& [id, sandbox] : sync_.orphans) {
+    auto it = sync_.uid_by_sandbox.find(sandbox);
+    if (it == sync_.uid_by_sandbox.end()) {
+      // No such pod in the whole sync: ignored, as a container with an
+      // unknown pod is at any other time.
+      log::warn("NRI: ignoring container {}: its pod sandbox {} is not in the Synchronize", id, sandbox);
+      (void)store_.remove_container(id);
+      sync_.ctrs.erase(id);
+      continue;
+    }
+    const std::string& uid = it->second;
+    (void)store_.update_container(id, [&](core::Container& c) { c.pod_uid = uid; });
   }
   // weight_formula: auto learns from a few running containers' cpu.weight
   // (sync_container), and containers podshim has never read (it was away

@@ -109,7 +109,10 @@ class NriAdapter : public nri::Handlers {
   // Upserts the container, keeping what podshim knows that NRI does not
   // (conditions, generation, devices, labels); `take_resources` false keeps
   // the known desired/allocated (a new container always takes NRI's).
-  void remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources);
+  // `pod_later`: an empty pod_uid means the pod comes on a later
+  // Synchronize page; the container is stored without one until then.
+  void remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                bool pod_later = false);
   void remember_pod(const pb::PodSandboxView& pod);
   // Reads the kernel's values into the container's actual; `shares` (0:
   // unknown) is what the runtime was asked for, a sample for `formulas`.
@@ -119,17 +122,19 @@ class NriAdapter : public nri::Handlers {
   // asked for `shares`.
   void learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a);
   // One container of a Synchronize page, its pod known by `pod_uid`.
-  void sync_container(std::string_view pod_uid, const pb::ContainerView& c);
+  void sync_container(std::string_view pod_uid, const pb::ContainerView& c, bool pod_later = false);
   void finish_synchronize();
 
   // The Synchronize in progress (pages arrive one call at a time).
   struct SyncState {
     std::set<std::string, std::less<>> pods, ctrs;
     std::map<std::string, std::string, std::less<>> uid_by_sandbox;
-    // Containers whose pod had not arrived yet (runtimes send every pod
-    // before any container, so normally none): their bytes, kept until
-    // the last page.
-    std::vector<std::string> orphans;
+    // Containers whose pod had not arrived yet: (id, sandbox id), stored
+    // without a pod uid and given it after the last page. The runtime's
+    // pages split the pod and container lists independently
+    // (pkg/adaptation's paged synchronize), so a container can come pages
+    // before its pod.
+    std::vector<std::pair<std::string, std::string>> orphans;
     size_t probes = 0;
     std::vector<std::pair<std::string, uint64_t>> unread;
     size_t pod_count = 0, container_count = 0;

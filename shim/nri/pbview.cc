@@ -19,7 +19,7 @@
 
 namespace podshim::nri::pb {
 
-std::optional<uint64_t> read_varint(std::string_view& p) {
+std::optional<uint64_t> read_varint_slow(std::string_view& p) {
   uint64_t v = 0;
   for (size_t i = 0; i < 10; ++i) {
     if (i >= p.size()) return std::nullopt;

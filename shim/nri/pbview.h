@@ -73,8 +73,17 @@ class Cursor {
 };
 
 // Reads a base-128 varint from the front of `p` (at most 10 bytes); nullopt
-// when truncated or longer than 10 bytes.
-std::optional<uint64_t> read_varint(std::string_view& p);
+// when truncated or longer than 10 bytes. Tags and most lengths are one
+// byte: that case is inline.
+std::optional<uint64_t> read_varint_slow(std::string_view& p);
+inline std::optional<uint64_t> read_varint(std::string_view& p) {
+  if (!p.empty() && static_cast<uint8_t>(p[0]) < 0x80) {
+    const uint64_t v = static_cast<uint8_t>(p[0]);
+    p.remove_prefix(1);
+    return v;
+  }
+  return read_varint_slow(p);
+}
 bool valid_utf8(std::string_view s);
 
 // A repeated field of a message, iterated without storage: the bytes of

@@ -206,6 +206,9 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   page1.set_more(true);
   *page2.add_pods() = p2;
   *page2.add_containers() = container(p2, "c", 64 * kMi, 256, 0);
+  // And one on page 1 whose pod never comes: ignored at the end.
+  auto lost = pod("0a1b2c3d-0000-4000-8000-000000000003");
+  *page1.add_containers() = container(lost, "lost", 64 * kMi, 256, 0);
   page2.set_more(false);
 
   const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString();
@@ -217,11 +220,13 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   // Stored as it came; nothing dropped before the last page.
   EXPECT_TRUE(store->container("a"));
   EXPECT_TRUE(store->container("gone"));
-  EXPECT_FALSE(store->container("b")) << "its pod has not arrived yet";
+  ASSERT_TRUE(store->container("b")) << "stored as it came";
+  EXPECT_EQ(store->container("b")->pod_uid, "") << "its pod has not arrived yet";
   ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply));
   EXPECT_FALSE(store->container("gone"));
   EXPECT_FALSE(store->pod(gone_pod.uid));
   EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
+  EXPECT_FALSE(store->container("lost")) << "its pod is not in the sync";
   ASSERT_TRUE(store->container("a"));
   EXPECT_EQ(store->container("a")->pod_uid, p1.uid());
   ASSERT_TRUE(store->container("b"));
