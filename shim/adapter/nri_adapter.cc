@@ -41,6 +41,11 @@ Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const n
 }
 
 void NriAdapter::remember_pod(const pb::PodSandboxView& p) {
+  // The runtime resends the pod with every container event: when the model
+  // already holds it as sent, nothing is built or stored.
+  bool unchanged = false;
+  store_.with_pod(p.uid, [&](const core::Pod& known) { unchanged = pod_unchanged(p, known); });
+  if (unchanged) return;
   core::Pod pod;
   if (auto r = assign_pod_from_nri(p, &pod); !r) {
     log::warn("NRI: ignoring pod {}: {}", p.id, r.error().message);
@@ -54,8 +59,16 @@ void NriAdapter::remember_pod(const pb::PodSandboxView& p) {
 
 void NriAdapter::remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
                           bool pod_later) {
-  core::Container c;
   const bool pending = pod_later && pod_uid.empty();
+  // Most events resend a container as the model already holds it (Start,
+  // PostStart, PostUpdate, a re-sync): then nothing is built or stored.
+  bool unchanged = false;
+  if (!pending)
+    store_.with_container(ctr.id, [&](const core::Container& known) {
+      unchanged = container_unchanged(pod_uid, ctr, take_resources, known);
+    });
+  if (unchanged) return;
+  core::Container c;
   // A pending pod is checked when it comes; everything else is checked now.
   if (auto r = assign_container_from_nri(pending ? std::string_view("pending") : pod_uid, ctr, true, &c); !r) {
     log::warn("NRI: ignoring container {}: {}", ctr.id, r.error().message);

@@ -72,6 +72,63 @@ Result<void> assign_pod_from_nri(const pb::PodSandboxView& p, core::Pod* pod) {
   return {};
 }
 
+namespace {
+
+// A map on the wire equals `known` when it has as many entries and each
+// maps to the same value (a key sent twice makes the counts differ, and
+// the caller then rebuilds: correct, just not the shortcut).
+template <typename Map>
+bool same_map(const pb::StringMapView& wire, const Map& known) {
+  size_t known_n = 0;  // counted by iteration: the model's map type is the store's choice
+  for (auto it = known.begin(); it != known.end(); ++it) ++known_n;
+  size_t n = 0;
+  bool same = true;
+  wire.for_each([&](std::string_view k, std::string_view v) {
+    ++n;
+    if (!same) return;
+    // A linear walk compares string_views without building a key string
+    // (a pod's few annotations); a big map is searched.
+    if (known_n <= 32) {
+      same = false;
+      for (const auto& [kk, kv] : known) {
+        if (kk == k) {
+          same = kv == v;
+          break;
+        }
+      }
+    } else {
+      auto it = known.find(std::string(k));
+      same = it != known.end() && it->second == v;
+    }
+  });
+  return same && n == known_n;
+}
+
+}  // namespace
+
+bool pod_unchanged(const pb::PodSandboxView& p, const core::Pod& k) {
+  if (k.source != core::Source::Nri || k.uid != p.uid || k.sandbox_id != p.id || k.name != p.name ||
+      k.namespace_ != p.namespace_ || k.cgroup_path != p.cgroup_parent)
+    return false;
+  if (k.qos != qos_from_cgroup_parent(k.cgroup_path)) return false;
+  if (k.resources != (p.has_pod_resources ? resources_from_nri(p.pod_resources) : cgroup::K8sResources{}))
+    return false;
+  return same_map(p.annotations, k.annotations) && same_map(p.labels, k.labels);
+}
+
+bool container_unchanged(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                         const core::Container& k) {
+  if (k.source != core::Source::Nri || k.id != ctr.id || k.pod_uid != pod_uid || k.name != ctr.name ||
+      k.cgroup_path != ctr.cgroups_path || k.state != state_name(ctr.state) ||
+      k.pid != static_cast<pid_t>(ctr.pid))
+    return false;
+  if (take_resources) {
+    const cgroup::K8sResources d = ctr.has_resources ? resources_from_nri(ctr.resources) : cgroup::K8sResources{};
+    if (k.desired != d || k.allocated != d) return false;
+  }
+  return same_map(ctr.annotations, k.annotations);
+}
+
 Result<core::Pod> pod_from_nri(const pb::PodSandboxView& p) {
   core::Pod pod;
   PODSHIM_TRY(assign_pod_from_nri(p, &pod));

@@ -45,12 +45,22 @@ Result<core::Pod> pod_from_nri(const pb::PodSandboxView& pod);
 // existing one; fails like pod_from_nri.
 Result<void> assign_pod_from_nri(const pb::PodSandboxView& pod, core::Pod* out);
 
+// Whether `known` already holds everything assign_pod_from_nri would set
+// from `pod` (the runtime resends the pod with every container event):
+// then there is nothing to build or store.
+bool pod_unchanged(const pb::PodSandboxView& pod, const core::Pod& known);
+
 // The container, with desired = allocated = its current resources.
 Result<core::Container> container_from_nri(std::string_view pod_uid, const pb::ContainerView& ctr);
 // The NRI-given fields (what container_from_nri sets) onto an existing
 // container; `take_resources` false keeps desired and allocated.
 Result<void> assign_container_from_nri(std::string_view pod_uid, const pb::ContainerView& ctr,
                                        bool take_resources, core::Container* out);
+
+// Whether `known` already holds everything assign_container_from_nri
+// would set (desired/allocated only when `take_resources`).
+bool container_unchanged(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                         const core::Container& known);
 
 // The annotations CDI requests are looked up in (cdi/requests.h: the
 // cdi.k8s.io/ prefix and podshim.io/cdi-devices): the pod's overlaid with

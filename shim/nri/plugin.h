@@ -1,6 +1,7 @@
 // The NRI plugin stub: connects (or adopts the pre-installed socket),
-// registers, answers Configure with an explicit event mask, collects paged
-// Synchronize requests and dispatches every lifecycle event to a Handlers
+// registers, answers Configure with an explicit event mask, hands paged
+// Synchronize requests over page by page (or collected, for handlers that
+// want them at once) and dispatches every lifecycle event to a Handlers
 // object, in the shape of containerd/nri pkg/stub but on sd-event.
 //
 // Handlers see the requests either as views into the received frame

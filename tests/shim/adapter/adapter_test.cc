@@ -102,6 +102,53 @@ TEST(NriMap, PodAndContainer) {
   EXPECT_FALSE(pod_from_nri(view(bad)));
 }
 
+TEST(NriMap, UnchangedShortcutSeesEveryChange) {
+  auto p = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  (*p.mutable_labels())["app"] = "web";
+  auto model = pod_from_nri(view(p));
+  ASSERT_TRUE(model);
+  EXPECT_TRUE(pod_unchanged(view(p), *model));
+  auto changed = [&](auto edit) {
+    auto q = p;
+    edit(q);
+    return !pod_unchanged(view(q), *model);
+  };
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_annotations())["io.kubernetes.pod.uid"] = "x"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_annotations())["new"] = "1"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.mutable_annotations()->clear(); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_labels())["app"] = "db"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.set_name("other"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.set_id("sandbox-2"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.mutable_linux()->set_cgroup_parent("/kubepods/besteffort/x"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) {
+    q.mutable_linux()->mutable_pod_resources()->mutable_memory()->mutable_limit()->set_value(kMi);
+  }));
+  auto api_pod = *model;
+  api_pod.source = core::Source::Api;
+  EXPECT_FALSE(pod_unchanged(view(p), api_pod));
+
+  auto c = container(p, "c1", 256 * kMi, 512, 50000);
+  (*c.mutable_annotations())["a"] = "1";
+  auto mc = container_from_nri(p.uid(), view(c));
+  ASSERT_TRUE(mc);
+  EXPECT_TRUE(container_unchanged(p.uid(), view(c), true, *mc));
+  EXPECT_FALSE(container_unchanged("other-uid", view(c), true, *mc));
+  auto cchanged = [&](auto edit, bool take = true) {
+    auto d = c;
+    edit(d);
+    return !container_unchanged(p.uid(), view(d), take, *mc);
+  };
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.set_state(api::CONTAINER_STOPPED); }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.set_pid(42); }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { (*d.mutable_annotations())["a"] = "2"; }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.mutable_linux()->set_cgroups_path("/elsewhere"); }));
+  auto more_memory = [](api::Container& d) {
+    d.mutable_linux()->mutable_resources()->mutable_memory()->mutable_limit()->set_value(512 * kMi);
+  };
+  EXPECT_TRUE(cchanged(more_memory, true));
+  EXPECT_FALSE(cchanged(more_memory, false)) << "resources are not taken from this event";
+}
+
 TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
   // facts §9: a memory-only CRI update arrives with cpu fields present but 0.
   cgroup::K8sResources cur;
