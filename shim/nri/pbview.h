@@ -22,7 +22,10 @@
 // field once, with its own wire type): a known field with another wire
 // type (libprotobuf keeps it as an unknown field), and a singular message
 // field repeated on the wire (libprotobuf merges the occurrences). Strings podshim keeps must be
-// valid UTF-8, as proto3 requires of `string` fields.
+// valid UTF-8, as proto3 requires of `string` fields. Looser in one way: a
+// field podshim does not read is skipped unread, so malformed bytes inside
+// it (a broken sub-message, invalid UTF-8) go unnoticed where libprotobuf
+// would refuse the whole request; nothing of it reaches podshim.
 //
 // Views are only valid while the buffer they were decoded from lives.
 #pragma once

@@ -343,7 +343,8 @@ TEST(PbView, EveryTruncationOfARealRequestIsSafe) {
   for (size_t n = 0; n < full.size(); ++n) {
     const std::string cut = full.substr(0, n);
     if (decode_error(cut).empty()) {
-      // Stricter than libprotobuf, never looser.
+      // A prefix is only whole up to a top-level field boundary; there
+      // libprotobuf must agree that it is a message.
       api::CreateContainerRequest lib;
       EXPECT_TRUE(lib.ParseFromString(cut)) << "prefix " << n;
       ++accepted;
