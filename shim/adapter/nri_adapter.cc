@@ -40,81 +40,136 @@ Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const n
   return opts_.events ? opts_.events : kDefaultEvents;
 }
 
-void NriAdapter::remember_pod(const api::PodSandbox& p) {
-  auto pod = pod_from_nri(p);
-  if (!pod) {
-    log::warn("NRI: ignoring pod {}: {}", p.id(), pod.error().message);
+void NriAdapter::remember_pod(const pb::PodSandboxView& p) {
+  // The runtime resends the pod with every container event: when the model
+  // already holds it as sent, nothing is built or stored.
+  bool unchanged = false;
+  store_.with_pod(p.uid, [&](const core::Pod& known) { unchanged = pod_unchanged(p, known); });
+  if (unchanged) return;
+  core::Pod pod;
+  if (auto r = assign_pod_from_nri(p, &pod); !r) {
+    log::warn("NRI: ignoring pod {}: {}", p.id, r.error().message);
     return;
   }
-  if (auto old = store_.pod(pod->uid)) pod->actual = old->actual;
-  if (auto r = store_.upsert_pod(std::move(*pod)); !r)
-    log::err("NRI: storing pod {}: {}", p.uid(), r.error().message);
+  // Only what NRI does not tell is kept from the known pod.
+  store_.with_pod(pod.uid, [&](const core::Pod& old) { pod.actual = old.actual; });
+  if (auto r = store_.upsert_pod(std::move(pod)); !r)
+    log::err("NRI: storing pod {}: {}", p.uid, r.error().message);
 }
 
-void NriAdapter::remember(const api::PodSandbox& pod, const api::Container& ctr,
-                          bool take_resources) {
-  auto c = container_from_nri(pod, ctr);
-  if (!c) {
-    log::warn("NRI: ignoring container {}: {}", ctr.id(), c.error().message);
+void NriAdapter::remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                          bool pod_later) {
+  const bool pending = pod_later && pod_uid.empty();
+  // Most events resend a container as the model already holds it (Start,
+  // PostStart, PostUpdate, a re-sync): then nothing is built or stored.
+  bool unchanged = false;
+  if (!pending)
+    store_.with_container(ctr.id, [&](const core::Container& known) {
+      unchanged = container_unchanged(pod_uid, ctr, take_resources, known);
+    });
+  if (unchanged) return;
+  core::Container c;
+  // A pending pod is checked when it comes; everything else is checked now.
+  if (auto r = assign_container_from_nri(pending ? std::string_view("pending") : pod_uid, ctr, true, &c); !r) {
+    log::warn("NRI: ignoring container {}: {}", ctr.id, r.error().message);
     return;
   }
-  if (auto old = store_.container(c->id)) {
-    c->conditions = old->conditions;
-    c->generation = old->generation;
-    c->devices = old->devices;
-    c->selinux_mount_label = old->selinux_mount_label;
-    c->last_error = old->last_error;
-    c->last_outcome = old->last_outcome;
-    c->actual = old->actual;
-    c->drift = old->drift;
-    c->restart_required = old->restart_required;
-    c->cpu_policy = old->cpu_policy;
-    c->memory_policy = old->memory_policy;
+  if (pending) c.pod_uid.clear();
+  // Read in place under the store's lock: no copy of the known container.
+  store_.with_container(c.id, [&](const core::Container& old) {
+    c.conditions = old.conditions;
+    c.generation = old.generation;
+    c.devices = old.devices;
+    c.selinux_mount_label = old.selinux_mount_label;
+    c.last_error = old.last_error;
+    c.last_outcome = old.last_outcome;
+    c.actual = old.actual;
+    c.drift = old.drift;
+    c.restart_required = old.restart_required;
+    c.cpu_policy = old.cpu_policy;
+    c.memory_policy = old.memory_policy;
     if (!take_resources) {
-      c->desired = old->desired;
-      c->allocated = old->allocated;
+      c.desired = old.desired;
+      c.allocated = old.allocated;
     }
-  }
-  if (auto r = store_.upsert_container(std::move(*c)); !r)
-    log::at(log::Level::Err, {{"CONTAINER_ID", ctr.id()}}, "NRI: storing container: {}",
+  });
+  if (auto r = store_.upsert_container(std::move(c)); !r)
+    log::at(log::Level::Err, {{"CONTAINER_ID", std::string(ctr.id)}}, "NRI: storing container: {}",
             r.error().message);
 }
 
-Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
-                                     api::SynchronizeResponse* reply) {
+void NriAdapter::sync_container(std::string_view pod_uid, const pb::ContainerView& c, bool pod_later) {
+  remember(pod_uid, c, true, pod_later);
+  sync_.ctrs.emplace(c.id);
+  const uint64_t shares = c.resources.cpu_shares.value;
+  if (engine_ && opts_.formulas && opts_.formulas->wants_samples() && sync_.probes < kMaxFormulaProbes &&
+      shares > 0 && !c.cgroups_path.empty()) {
+    ++sync_.probes;
+    if (auto a = engine_->read_actual(std::string(c.cgroups_path))) learn_formula(c.id, shares, *a);
+  }
+  if (engine_ && c.state == api::CONTAINER_RUNNING) {
+    bool unread = false;
+    store_.with_container(c.id, [&](const core::Container& k) { unread = !k.actual; });
+    if (unread) sync_.unread.emplace_back(std::string(c.id), 0);
+  }
+}
+
+Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bool first,
+                                             api::SynchronizeResponse* reply) {
   (void)reply;  // podshim never asks for updates at sync time
-  std::set<std::string, std::less<>> pods, ctrs;
-  std::map<std::string, const api::PodSandbox*, std::less<>> by_sandbox;
-  for (const auto& p : all.pods()) {
+  // Paging (containerd/nri pkg/adaptation, v0.7 "more"): every page is
+  // answered at once with more=true and the runtime sends the next; only
+  // the answer to the last page may carry updates. So each page is stored
+  // as it comes, and what the runtime no longer has is dropped after the
+  // last one, when the whole set is known.
+  if (first) sync_ = SyncState{};
+  sync_.pod_count += page.pod_count;
+  sync_.container_count += page.container_count;
+  page.pods.for_each([&](std::string_view raw) {
+    pb::PodSandboxView p;
+    if (!pb::decode_pod(raw, &p)) return;  // checked by decode_synchronize
     remember_pod(p);
-    pods.insert(p.uid());
-    by_sandbox[p.id()] = &p;
-  }
-  static const api::PodSandbox kNoPod;
-  // weight_formula: auto learns from a few running containers' cpu.weight,
-  // and containers podshim has never read (it was away when they started)
-  // get their actual values now, with the formula learned.
-  size_t probes = 0;
-  std::vector<std::pair<std::string, uint64_t>> unread;
-  for (const auto& c : all.containers()) {
-    auto it = by_sandbox.find(c.pod_sandbox_id());
-    remember(it == by_sandbox.end() ? kNoPod : *it->second, c, true);
-    ctrs.insert(c.id());
-    const uint64_t shares = c.linux().resources().cpu().shares().value();
-    if (engine_ && opts_.formulas && opts_.formulas->wants_samples() && probes < kMaxFormulaProbes &&
-        shares > 0 && !c.linux().cgroups_path().empty()) {
-      ++probes;
-      if (auto a = engine_->read_actual(c.linux().cgroups_path())) learn_formula(c, *a);
+    sync_.pods.emplace(p.uid);
+    sync_.uid_by_sandbox.insert_or_assign(std::string(p.id), std::string(p.uid));
+  });
+  page.containers.for_each([&](std::string_view raw) {
+    pb::ContainerView c;
+    if (!pb::decode_container(raw, &c)) return;
+    auto it = sync_.uid_by_sandbox.find(c.pod_sandbox_id);
+    if (it == sync_.uid_by_sandbox.end() && page.more) {
+      // Its pod may be on a later page: stored now (no copy of its bytes
+      // is kept), given its pod uid at the end.
+      sync_container({}, c, true);
+      sync_.orphans.emplace_back(std::string(c.id), std::string(c.pod_sandbox_id));
+      return;
     }
-    if (engine_ && c.state() == api::CONTAINER_RUNNING) {
-      auto known = store_.container(c.id());
-      if (known && !known->actual) unread.emplace_back(c.id(), 0);
+    sync_container(it == sync_.uid_by_sandbox.end() ? std::string_view() : std::string_view(it->second), c);
+  });
+  if (!page.more) finish_synchronize();
+  return {};
+}
+
+void NriAdapter::finish_synchronize() {
+  for (const auto& [id, sandbox] : sync_.orphans) {
+    auto it = sync_.uid_by_sandbox.find(sandbox);
+    if (it == sync_.uid_by_sandbox.end()) {
+      // No such pod in the whole sync: ignored, as a container with an
+      // unknown pod is at any other time.
+      log::warn("NRI: ignoring container {}: its pod sandbox {} is not in the Synchronize", id, sandbox);
+      (void)store_.remove_container(id);
+      sync_.ctrs.erase(id);
+      continue;
     }
+    const std::string& uid = it->second;
+    (void)store_.update_container(id, [&](core::Container& c) { c.pod_uid = uid; });
   }
+  // weight_formula: auto learns from a few running containers' cpu.weight
+  // (sync_container), and containers podshim has never read (it was away
+  // when they started) get their actual values now, with the formula learned.
   if (opts_.readback) {
     opts_.readback->touch_all();
-  } else if (!unread.empty()) {
-    auto work = [this, unread = std::move(unread)] {
+  } else if (!sync_.unread.empty()) {
+    auto work = [this, unread = std::move(sync_.unread)] {
       for (const auto& [id, shares] : unread) read_back_container(id, shares);
     };
     if (opts_.defer)
@@ -126,42 +181,41 @@ Result<void> NriAdapter::synchronize(const api::SynchronizeRequest& all,
   // What the runtime no longer has went away while podshim was not looking.
   std::vector<std::string> gone_ctrs, gone_pods;
   store_.for_each_container([&](const core::Container& c) {
-    if (c.source == core::Source::Nri && !ctrs.count(c.id)) gone_ctrs.push_back(c.id);
+    if (c.source == core::Source::Nri && !sync_.ctrs.count(c.id)) gone_ctrs.push_back(c.id);
   });
   store_.for_each_pod([&](const core::Pod& p) {
-    if (p.source == core::Source::Nri && !pods.count(p.uid)) gone_pods.push_back(p.uid);
+    if (p.source == core::Source::Nri && !sync_.pods.count(p.uid)) gone_pods.push_back(p.uid);
   });
   for (const auto& id : gone_ctrs) (void)store_.remove_container(id);
   for (const auto& uid : gone_pods) (void)store_.remove_pod(uid);
-  const size_t dropped = gone_ctrs.size();
-  log::info("NRI: synchronized {} pods and {} containers ({} stale containers dropped)",
-            all.pods_size(), all.containers_size(), dropped);
-  return {};
+  log::info("NRI: synchronized {} pods and {} containers ({} stale containers dropped)", sync_.pod_count,
+            sync_.container_count, gone_ctrs.size());
+  sync_ = SyncState{};  // release the sets of a big sync
 }
 
-Result<void> NriAdapter::create_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                          api::CreateContainerResponse* reply) {
+Result<void> NriAdapter::on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                             api::CreateContainerResponse* reply) {
   count(api::CREATE_CONTAINER);
   remember_pod(pod);
-  remember(pod, ctr, true);
+  remember(pod.uid, ctr, true);
   if (!registry_) return {};
-  std::vector<std::string> names(ctr.cdi_devices_size());
-  for (int i = 0; i < ctr.cdi_devices_size(); ++i) names[i] = ctr.cdi_devices(i).name();
-  auto requested = cdi::requested_devices(names, merged_annotations(pod, ctr));
-  if (!requested) return wrap(requested, fmt::format("container {}: CDI request", ctr.id()));
+  std::vector<std::string> names;
+  ctr.cdi_devices.for_each([&](std::string_view d) { names.emplace_back(pb::cdi_device_name(d)); });
+  auto requested = cdi::requested_devices(names, cdi_annotations(pod, ctr));
+  if (!requested) return wrap(requested, fmt::format("container {}: CDI request", ctr.id));
   if (requested->empty()) return {};
 
   cdi::ProcessIds ids;
-  if (ctr.has_user()) ids = {ctr.user().uid(), ctr.user().gid()};
+  if (ctr.has_user) ids = {ctr.uid, ctr.gid};
   auto edits = cdi::resolve_devices(*registry_, *requested, ids);
   if (!edits) {
-    log::at(log::Level::Err, {{"CONTAINER_ID", ctr.id()}}, "CDI injection failed: {}",
+    log::at(log::Level::Err, {{"CONTAINER_ID", std::string(ctr.id)}}, "CDI injection failed: {}",
             edits.error().message);
-    return wrap(edits, fmt::format("container {}: CDI injection", ctr.id()));
+    return wrap(edits, fmt::format("container {}: CDI injection", ctr.id));
   }
   auto added = edits_to_adjustment(*edits, ctr, opts_.adjustment, reply->mutable_adjust());
   if (metrics_) metrics_->cdi_injections.inc({}, static_cast<double>(requested->size()));
-  auto stored = store_.update_container(ctr.id(), [&](core::Container& c) {
+  auto stored = store_.update_container(ctr.id, [&](core::Container& c) {
     c.devices.clear();
     for (const auto& name : *requested) {
       core::InjectedDevice d;
@@ -173,7 +227,7 @@ Result<void> NriAdapter::create_container(const api::PodSandbox& pod, const api:
       for (const auto& d : edits->devices) c.devices.front().node_paths.push_back(d.path);
   });
   (void)stored;
-  log::at(log::Level::Info, {{"CONTAINER_ID", ctr.id()}},
+  log::at(log::Level::Info, {{"CONTAINER_ID", std::string(ctr.id)}},
           "injected CDI devices {} ({} device nodes, {} mounts added)",
           fmt::join(*requested, ","), added.size(), reply->adjust().mounts_size());
   return {};
@@ -206,26 +260,32 @@ Result<void> to_runtime_answer(const Result<core::ResizeResult>& r) {
 
 }  // namespace
 
-void NriAdapter::update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                  const api::LinuxResources& resources,
-                                  nri::Respond<api::UpdateContainerResponse> respond) {
+void NriAdapter::on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                     const pb::LinuxResourcesView& resources,
+                                     nri::Respond<api::UpdateContainerResponse> respond) {
   count(api::UPDATE_CONTAINER);
-  auto known = store_.container(ctr.id());
+  // Only the pod uid and the desired values of the known container matter
+  // here: read them in place instead of copying the container.
+  std::optional<std::pair<std::string, cgroup::K8sResources>> known;
+  auto look = [&] {
+    store_.with_container(ctr.id, [&](const core::Container& c) { known.emplace(c.pod_uid, c.desired); });
+  };
+  look();
   if (!known) {
-    remember(pod, ctr, true);
-    known = store_.container(ctr.id());
+    remember(pod.uid, ctr, true);
+    look();
   }
   // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
-  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("container {}", ctr.id())); !k) {
-    log::at(log::Level::Warning, {{"CONTAINER_ID", ctr.id()}}, "refusing resize: {}", k.error().message);
+  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("container {}", ctr.id)); !k) {
+    log::at(log::Level::Warning, {{"CONTAINER_ID", std::string(ctr.id)}}, "refusing resize: {}", k.error().message);
     return respond(Unexpected(k.error()));
   }
   if (!known || !resize_) return respond(api::UpdateContainerResponse());
-  const cgroup::K8sResources next = resources_from_nri(resources, known->desired);
+  const cgroup::K8sResources next = resources_from_nri(resources, known->second);
   core::ResizeIntent in;
   in.source = core::IntentSource::NriUpdateContainer;
-  in.pod_uid = known->pod_uid;
-  in.containers.push_back(to_container_resize(ctr.id(), known->desired, next));
+  in.pod_uid = std::move(known->first);
+  in.containers.push_back(to_container_resize(std::string(ctr.id), known->second, next));
   resize_->submit(std::move(in), [respond = std::move(respond)](Result<core::ResizeResult> r) {
     auto answer = to_runtime_answer(r);
     if (!answer) return respond(Unexpected(answer.error()));
@@ -233,25 +293,25 @@ void NriAdapter::update_container(const api::PodSandbox& pod, const api::Contain
   });
 }
 
-void NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
-                                    nri::Respond<api::UpdatePodSandboxResponse> respond) {
+void NriAdapter::on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::LinuxResourcesView& resources,
+                                       std::string_view raw_request,
+                                       nri::Respond<api::UpdatePodSandboxResponse> respond) {
+  (void)raw_request;
   count(api::UPDATE_POD_SANDBOX);
-  const auto& p = req.pod();
-  auto known = store_.pod(p.uid());
-  const cgroup::K8sResources current = known ? known->resources : cgroup::K8sResources{};
-  if (auto k = cgroup::check_kernel_limits(linux_values(req.linux_resources()), {}, fmt::format("pod {}", p.uid()));
-      !k) {
-    log::warn("refusing pod resize of {}: {}", p.uid(), k.error().message);
+  cgroup::K8sResources current;
+  store_.with_pod(p.uid, [&](const core::Pod& known) { current = known.resources; });
+  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("pod {}", p.uid)); !k) {
+    log::warn("refusing pod resize of {}: {}", p.uid, k.error().message);
     return respond(Unexpected(k.error()));
   }
-  const cgroup::K8sResources next = resources_from_nri(req.linux_resources(), current);
+  const cgroup::K8sResources next = resources_from_nri(resources, current);
   remember_pod(p);
   if (!resize_) return respond(api::UpdatePodSandboxResponse());
   core::ResizeIntent in;
   in.source = core::IntentSource::NriUpdatePodSandbox;
-  in.pod_uid = p.uid();
+  in.pod_uid = p.uid;
   in.pod_resources = next;
-  in.pod_cgroup_path = p.linux().cgroup_parent();
+  in.pod_cgroup_path = p.cgroup_parent;
   resize_->submit(std::move(in), [respond = std::move(respond)](Result<core::ResizeResult> r) {
     auto answer = to_runtime_answer(r);
     if (!answer) return respond(Unexpected(answer.error()));
@@ -259,12 +319,12 @@ void NriAdapter::update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
   });
 }
 
-Result<void> NriAdapter::stop_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                        api::StopContainerResponse* reply) {
+Result<void> NriAdapter::on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                           api::StopContainerResponse* reply) {
   (void)reply;
   count(api::STOP_CONTAINER);
-  remember(pod, ctr, false);
-  (void)store_.update_container(ctr.id(), [](core::Container& c) { c.state = "stopped"; });
+  remember(pod.uid, ctr, false);
+  (void)store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; });
   return {};
 }
 
@@ -272,8 +332,7 @@ cgroup::WeightFormula NriAdapter::formula() const {
   return opts_.formulas ? opts_.formulas->formula() : opts_.formula;
 }
 
-void NriAdapter::learn_formula(const api::Container& ctr, const cgroup::Actual& a) {
-  const uint64_t shares = ctr.linux().resources().cpu().shares().value();
+void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a) {
   auto w = str::parse_u64(a.cpu_weight_raw);
   if (!opts_.formulas || !w || shares == 0) return;
   const auto before = opts_.formulas->learned();
@@ -281,9 +340,9 @@ void NriAdapter::learn_formula(const api::Container& ctr, const cgroup::Actual& 
   const auto after = opts_.formulas->learned();
   if (after && before != after)
     log::notice("NRI: {} {} writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
-                runtime_.name, runtime_.version, cgroup::formula_name(*after), ctr.id(), shares, *w);
+                runtime_.name, runtime_.version, cgroup::formula_name(*after), id, shares, *w);
   else if (vote == cgroup::WeightVote::Neither)
-    log::at(log::Level::Debug, {{"CONTAINER_ID", ctr.id()}},
+    log::at(log::Level::Debug, {{"CONTAINER_ID", std::string(id)}},
             "cpu.weight {} matches neither formula for {} shares (rewritten since?)", *w, shares);
 }
 
@@ -291,12 +350,7 @@ void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
   auto c = store_.container(id);
   if (!engine_ || !c || c->cgroup_path.empty()) return;
   auto a = engine_->read_actual(c->cgroup_path);
-  if (a && shares > 0 && opts_.formulas) {
-    api::Container sample;
-    sample.set_id(id);
-    sample.mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(shares);
-    learn_formula(sample, *a);
-  }
+  if (a && shares > 0 && opts_.formulas) learn_formula(id, shares, *a);
   if (a) {
     // Converted with the formula as it stands after this very sample.
     if (auto w = str::parse_u64(a->cpu_weight_raw)) a->cpu_request_milli = cgroup::weight_to_milli_cpu(*w, formula());
@@ -326,52 +380,58 @@ void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
   });
 }
 
-void NriAdapter::run_pod_sandbox(const api::PodSandbox& pod) {
-  count(api::RUN_POD_SANDBOX);
-  remember_pod(pod);
-}
-void NriAdapter::stop_pod_sandbox(const api::PodSandbox& pod) { count(api::STOP_POD_SANDBOX); (void)pod; }
-void NriAdapter::remove_pod_sandbox(const api::PodSandbox& pod) {
-  count(api::REMOVE_POD_SANDBOX);
-  for (const auto& c : store_.containers_of(pod.uid())) (void)store_.remove_container(c.id);
-  (void)store_.remove_pod(pod.uid());
-}
-void NriAdapter::post_update_pod_sandbox(const api::PodSandbox& pod) {
-  count(api::POST_UPDATE_POD_SANDBOX);
-  remember_pod(pod);
-  if (actuator_ && !pod.linux().cgroup_parent().empty()) actuator_->landed(pod.linux().cgroup_parent());
-}
-void NriAdapter::post_create_container(const api::PodSandbox& pod, const api::Container& ctr) {
-  count(api::POST_CREATE_CONTAINER);
-  remember(pod, ctr, false);
-}
-void NriAdapter::start_container(const api::PodSandbox& pod, const api::Container& ctr) {
-  count(api::START_CONTAINER);
-  remember(pod, ctr, false);
-}
-void NriAdapter::post_start_container(const api::PodSandbox& pod, const api::Container& ctr) {
-  count(api::POST_START_CONTAINER);
-  remember(pod, ctr, false);
-  if (opts_.readback)
-    opts_.readback->touch(ctr.id(), ctr.linux().resources().cpu().shares().value());
-  else
-    read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
-}
-void NriAdapter::post_update_container(const api::PodSandbox& pod, const api::Container& ctr) {
-  count(api::POST_UPDATE_CONTAINER);
-  remember(pod, ctr, false);
-  if (actuator_) {
-    if (auto c = store_.container(ctr.id()); c && !c->cgroup_path.empty()) actuator_->landed(c->cgroup_path);
+void NriAdapter::on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) {
+  count(e);
+  static const pb::ContainerView kNone;
+  const pb::ContainerView& c = ctr ? *ctr : kNone;
+  const uint64_t shares = c.resources.cpu_shares.value;
+  switch (e) {
+    case api::RUN_POD_SANDBOX:
+      remember_pod(pod);
+      break;
+    case api::STOP_POD_SANDBOX:
+      break;
+    case api::REMOVE_POD_SANDBOX: {
+      std::vector<std::string> ids;
+      store_.for_each_container_of(pod.uid, [&](const core::Container& k) { ids.push_back(k.id); });
+      for (const auto& id : ids) (void)store_.remove_container(id);
+      (void)store_.remove_pod(pod.uid);
+      break;
+    }
+    case api::POST_UPDATE_POD_SANDBOX:
+      remember_pod(pod);
+      if (actuator_ && !pod.cgroup_parent.empty()) actuator_->landed(std::string(pod.cgroup_parent));
+      break;
+    case api::POST_CREATE_CONTAINER:
+    case api::START_CONTAINER:
+      remember(pod.uid, c, false);
+      break;
+    case api::POST_START_CONTAINER:
+      remember(pod.uid, c, false);
+      if (opts_.readback)
+        opts_.readback->touch(std::string(c.id), shares);
+      else
+        read_back_container(std::string(c.id), shares);
+      break;
+    case api::POST_UPDATE_CONTAINER: {
+      remember(pod.uid, c, false);
+      if (actuator_) {
+        std::string path;
+        store_.with_container(c.id, [&](const core::Container& k) { path = k.cgroup_path; });
+        if (!path.empty()) actuator_->landed(path);
+      }
+      if (opts_.readback)
+        opts_.readback->touch(std::string(c.id), shares);
+      else
+        read_back_container(std::string(c.id), shares);
+      break;
+    }
+    case api::REMOVE_CONTAINER:
+      (void)store_.remove_container(c.id);
+      break;
+    default:
+      break;
   }
-  if (opts_.readback)
-    opts_.readback->touch(ctr.id(), ctr.linux().resources().cpu().shares().value());
-  else
-    read_back_container(ctr.id(), ctr.linux().resources().cpu().shares().value());
-}
-void NriAdapter::remove_container(const api::PodSandbox& pod, const api::Container& ctr) {
-  count(api::REMOVE_CONTAINER);
-  (void)pod;
-  (void)store_.remove_container(ctr.id());
 }
 
 void NriAdapter::on_ready() {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,28 +80,24 @@ class NriAdapter : public nri::Handlers {
   }
 
   Result<uint32_t> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
-  Result<void> synchronize(const api::SynchronizeRequest& all,
-                           api::SynchronizeResponse* reply) override;
+  // Synchronize page by page: each page goes into the model as it arrives;
+  // what the runtime no longer has is dropped after the last one.
+  bool synchronize_by_page() const override { return true; }
+  Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
+                                   api::SynchronizeResponse* reply) override;
 
-  Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                api::CreateContainerResponse* reply) override;
-  void update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                        const api::LinuxResources& resources,
-                        nri::Respond<api::UpdateContainerResponse> respond) override;
-  Result<void> stop_container(const api::PodSandbox& pod, const api::Container& ctr,
-                              api::StopContainerResponse* reply) override;
-  void update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
-                          nri::Respond<api::UpdatePodSandboxResponse> respond) override;
-
-  void run_pod_sandbox(const api::PodSandbox& pod) override;
-  void stop_pod_sandbox(const api::PodSandbox& pod) override;
-  void remove_pod_sandbox(const api::PodSandbox& pod) override;
-  void post_update_pod_sandbox(const api::PodSandbox& pod) override;
-  void post_create_container(const api::PodSandbox& pod, const api::Container& ctr) override;
-  void start_container(const api::PodSandbox& pod, const api::Container& ctr) override;
-  void post_start_container(const api::PodSandbox& pod, const api::Container& ctr) override;
-  void post_update_container(const api::PodSandbox& pod, const api::Container& ctr) override;
-  void remove_container(const api::PodSandbox& pod, const api::Container& ctr) override;
+  // The requests as views into the received frame (no api:: objects).
+  Result<void> on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                   api::CreateContainerResponse* reply) override;
+  void on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                           const pb::LinuxResourcesView& resources,
+                           nri::Respond<api::UpdateContainerResponse> respond) override;
+  Result<void> on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                 api::StopContainerResponse* reply) override;
+  void on_update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
+                             std::string_view raw_request,
+                             nri::Respond<api::UpdatePodSandboxResponse> respond) override;
+  void on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) override;
 
   void on_ready() override;
   void on_connection_error(const Error& why, bool will_retry) override;
@@ -110,15 +107,39 @@ class NriAdapter : public nri::Handlers {
  private:
   void count(api::Event e);
   // Upserts the container, keeping what podshim knows that NRI does not
-  // (conditions, generation, devices, labels).
-  void remember(const api::PodSandbox& pod, const api::Container& ctr, bool take_resources);
-  void remember_pod(const api::PodSandbox& pod);
+  // (conditions, generation, devices, labels); `take_resources` false keeps
+  // the known desired/allocated (a new container always takes NRI's).
+  // `pod_later`: an empty pod_uid means the pod comes on a later
+  // Synchronize page; the container is stored without one until then.
+  void remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                bool pod_later = false);
+  void remember_pod(const pb::PodSandboxView& pod);
   // Reads the kernel's values into the container's actual; `shares` (0:
   // unknown) is what the runtime was asked for, a sample for `formulas`.
   void read_back_container(const std::string& id, uint64_t shares = 0);
   cgroup::WeightFormula formula() const;
-  // Feeds the formula tracker the weight the runtime wrote for `ctr`.
-  void learn_formula(const api::Container& ctr, const cgroup::Actual& a);
+  // Feeds the formula tracker the weight the runtime wrote for a container
+  // asked for `shares`.
+  void learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a);
+  // One container of a Synchronize page, its pod known by `pod_uid`.
+  void sync_container(std::string_view pod_uid, const pb::ContainerView& c, bool pod_later = false);
+  void finish_synchronize();
+
+  // The Synchronize in progress (pages arrive one call at a time).
+  struct SyncState {
+    std::set<std::string, std::less<>> pods, ctrs;
+    std::map<std::string, std::string, std::less<>> uid_by_sandbox;
+    // Containers whose pod had not arrived yet: (id, sandbox id), stored
+    // without a pod uid and given it after the last page. The runtime's
+    // pages split the pod and container lists independently
+    // (pkg/adaptation's paged synchronize), so a container can come pages
+    // before its pod.
+    std::vector<std::pair<std::string, std::string>> orphans;
+    size_t probes = 0;
+    std::vector<std::pair<std::string, uint64_t>> unread;
+    size_t pod_count = 0, container_count = 0;
+  };
+  SyncState sync_;
   core::Store& store_;
   cgroup::Engine* engine_;
   cdi::Registry* registry_;

@@ -3,30 +3,29 @@
 #include <set>
 
 #include "base/str.h"
+#include "cdi/requests.h"
 
 #include <nlohmann/json.hpp>
 
 namespace podshim::adapter {
 
-cgroup::LinuxResourceValues linux_values(const api::LinuxResources& r) {
+cgroup::LinuxResourceValues linux_values(const pb::LinuxResourcesView& r) {
   cgroup::LinuxResourceValues v;
-  if (r.has_cpu()) {
-    const auto& c = r.cpu();
-    if (c.has_shares()) v.cpu_shares = c.shares().value();
-    if (c.has_quota()) v.cpu_quota = c.quota().value();
-    if (c.has_period()) v.cpu_period = c.period().value();
+  if (r.has_cpu) {
+    if (r.cpu_shares.has) v.cpu_shares = r.cpu_shares.value;
+    if (r.cpu_quota.has) v.cpu_quota = static_cast<int64_t>(r.cpu_quota.value);
+    if (r.cpu_period.has) v.cpu_period = r.cpu_period.value;
   }
-  if (r.has_memory() && r.memory().has_limit()) v.memory_limit = r.memory().limit().value();
+  if (r.has_memory && r.memory_limit.has) v.memory_limit = static_cast<int64_t>(r.memory_limit.value);
   return v;
 }
 
-cgroup::K8sResources resources_from_nri(const api::LinuxResources& r,
+cgroup::K8sResources resources_from_nri(const pb::LinuxResourcesView& r,
                                         const cgroup::K8sResources& current) {
   cgroup::K8sResources out = cgroup::from_linux_resources(linux_values(r), current);
   // MemoryQoS (KEP-2570) carries the memory request as unified memory.min.
-  auto it = r.unified().find("memory.min");
-  if (it != r.unified().end()) {
-    auto v = str::parse_i64(it->second);
+  if (auto it = r.unified.find("memory.min")) {
+    auto v = str::parse_i64(*it);
     if (v && *v > 0) out.memory_request_bytes = *v;
   }
   return out;
@@ -51,23 +50,92 @@ core::QosClass qos_from_cgroup_parent(const std::string& parent) {
   return core::QosClass::Guaranteed;
 }
 
-Result<core::Pod> pod_from_nri(const api::PodSandbox& p) {
-  PODSHIM_TRY(core::validate_id("pod uid", p.uid()));
+Result<void> assign_pod_from_nri(const pb::PodSandboxView& p, core::Pod* pod) {
+  PODSHIM_TRY(core::validate_id("pod uid", p.uid));
+  pod->uid = p.uid;
+  pod->sandbox_id = p.id;
+  pod->name = p.name;
+  pod->namespace_ = p.namespace_;
+  pod->cgroup_path = p.cgroup_parent;
+  pod->qos = qos_from_cgroup_parent(pod->cgroup_path);
+  pod->resources = p.has_pod_resources ? resources_from_nri(p.pod_resources) : cgroup::K8sResources{};
+  // Map semantics: the last entry with a key wins (protobuf encoding spec, Maps).
+  pod->annotations.clear();
+  p.annotations.for_each([&](std::string_view k, std::string_view v) {
+    pod->annotations.insert_or_assign(std::string(k), std::string(v));
+  });
+  pod->labels.clear();
+  p.labels.for_each([&](std::string_view k, std::string_view v) {
+    pod->labels.insert_or_assign(std::string(k), std::string(v));
+  });
+  pod->source = core::Source::Nri;
+  return {};
+}
+
+namespace {
+
+// A map on the wire equals `known` when it has as many entries and each
+// maps to the same value (a key sent twice makes the counts differ, and
+// the caller then rebuilds: correct, just not the shortcut).
+template <typename Map>
+bool same_map(const pb::StringMapView& wire, const Map& known) {
+  size_t known_n = 0;  // counted by iteration: the model's map type is the store's choice
+  for (auto it = known.begin(); it != known.end(); ++it) ++known_n;
+  size_t n = 0;
+  bool same = true;
+  wire.for_each([&](std::string_view k, std::string_view v) {
+    ++n;
+    if (!same) return;
+    // A linear walk compares string_views without building a key string
+    // (a pod's few annotations); a big map is searched.
+    if (known_n <= 32) {
+      same = false;
+      for (const auto& [kk, kv] : known) {
+        if (kk == k) {
+          same = kv == v;
+          break;
+        }
+      }
+    } else {
+      auto it = known.find(std::string(k));
+      same = it != known.end() && it->second == v;
+    }
+  });
+  return same && n == known_n;
+}
+
+}  // namespace
+
+bool pod_unchanged(const pb::PodSandboxView& p, const core::Pod& k) {
+  if (k.source != core::Source::Nri || k.uid != p.uid || k.sandbox_id != p.id || k.name != p.name ||
+      k.namespace_ != p.namespace_ || k.cgroup_path != p.cgroup_parent)
+    return false;
+  if (k.qos != qos_from_cgroup_parent(k.cgroup_path)) return false;
+  if (k.resources != (p.has_pod_resources ? resources_from_nri(p.pod_resources) : cgroup::K8sResources{}))
+    return false;
+  return same_map(p.annotations, k.annotations) && same_map(p.labels, k.labels);
+}
+
+bool container_unchanged(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
+                         const core::Container& k) {
+  if (k.source != core::Source::Nri || k.id != ctr.id || k.pod_uid != pod_uid || k.name != ctr.name ||
+      k.cgroup_path != ctr.cgroups_path || k.state != state_name(ctr.state) ||
+      k.pid != static_cast<pid_t>(ctr.pid))
+    return false;
+  if (take_resources) {
+    const cgroup::K8sResources d = ctr.has_resources ? resources_from_nri(ctr.resources) : cgroup::K8sResources{};
+    if (k.desired != d || k.allocated != d) return false;
+  }
+  return same_map(ctr.annotations, k.annotations);
+}
+
+Result<core::Pod> pod_from_nri(const pb::PodSandboxView& p) {
   core::Pod pod;
-  pod.uid = p.uid();
-  pod.sandbox_id = p.id();
-  pod.name = p.name();
-  pod.namespace_ = p.namespace_();
-  pod.cgroup_path = p.linux().cgroup_parent();
-  pod.qos = qos_from_cgroup_parent(pod.cgroup_path);
-  if (p.linux().has_pod_resources()) pod.resources = resources_from_nri(p.linux().pod_resources());
-  pod.annotations = {p.annotations().begin(), p.annotations().end()};
-  pod.labels = {p.labels().begin(), p.labels().end()};
-  pod.source = core::Source::Nri;
+  PODSHIM_TRY(assign_pod_from_nri(p, &pod));
   return pod;
 }
 
-std::string state_name(api::ContainerState s) {
+std::string state_name(int32_t s) {
   switch (s) {
     case api::CONTAINER_CREATED: return "created";
     case api::CONTAINER_PAUSED: return "paused";
@@ -77,27 +145,43 @@ std::string state_name(api::ContainerState s) {
   }
 }
 
-Result<core::Container> container_from_nri(const api::PodSandbox& pod, const api::Container& ctr) {
-  PODSHIM_TRY(core::validate_id("container id", ctr.id()));
-  PODSHIM_TRY(core::validate_id("pod uid", pod.uid()));
+Result<void> assign_container_from_nri(std::string_view pod_uid, const pb::ContainerView& ctr,
+                                       bool take_resources, core::Container* c) {
+  PODSHIM_TRY(core::validate_id("container id", ctr.id));
+  PODSHIM_TRY(core::validate_id("pod uid", pod_uid));
+  c->id = ctr.id;
+  c->pod_uid = pod_uid;
+  c->name = ctr.name;
+  c->cgroup_path = ctr.cgroups_path;
+  c->state = state_name(ctr.state);
+  c->pid = static_cast<pid_t>(ctr.pid);
+  if (take_resources) {
+    c->desired = ctr.has_resources ? resources_from_nri(ctr.resources) : cgroup::K8sResources{};
+    c->allocated = c->desired;
+  }
+  c->annotations.clear();
+  ctr.annotations.for_each([&](std::string_view k, std::string_view v) {
+    c->annotations.insert_or_assign(std::string(k), std::string(v));
+  });
+  c->source = core::Source::Nri;
+  return {};
+}
+
+Result<core::Container> container_from_nri(std::string_view pod_uid, const pb::ContainerView& ctr) {
   core::Container c;
-  c.id = ctr.id();
-  c.pod_uid = pod.uid();
-  c.name = ctr.name();
-  c.cgroup_path = ctr.linux().cgroups_path();
-  c.state = state_name(ctr.state());
-  c.pid = static_cast<pid_t>(ctr.pid());
-  if (ctr.linux().has_resources()) c.desired = resources_from_nri(ctr.linux().resources());
-  c.allocated = c.desired;
-  c.annotations = {ctr.annotations().begin(), ctr.annotations().end()};
-  c.source = core::Source::Nri;
+  PODSHIM_TRY(assign_container_from_nri(pod_uid, ctr, true, &c));
   return c;
 }
 
-std::map<std::string, std::string> merged_annotations(const api::PodSandbox& pod,
-                                                      const api::Container& ctr) {
-  std::map<std::string, std::string> out(pod.annotations().begin(), pod.annotations().end());
-  for (const auto& [k, v] : ctr.annotations()) out[k] = v;
+std::map<std::string, std::string> cdi_annotations(const pb::PodSandboxView& pod,
+                                                   const pb::ContainerView& ctr) {
+  std::map<std::string, std::string> out;
+  auto add = [&](std::string_view k, std::string_view v) {
+    if (str::starts_with(k, cdi::kAnnotationPrefix) || k == cdi::kPodshimAnnotation)
+      out.insert_or_assign(std::string(k), std::string(v));
+  };
+  pod.annotations.for_each(add);
+  ctr.annotations.for_each(add);
   return out;
 }
 
@@ -112,10 +196,11 @@ void fill_hook(api::Hook* h, const std::string& path, const char* stage, int tim
 
 }  // namespace
 
-std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const api::Container& ctr,
+std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr,
                                              const AdjustmentOptions& opts,
                                              api::ContainerAdjustment* adj) {
-  std::set<std::string> have_env(ctr.env().begin(), ctr.env().end());
+  std::set<std::string, std::less<>> have_env;
+  ctr.env.for_each([&](std::string_view kv) { have_env.emplace(kv); });
   for (const std::string& kv : e.env) {
     if (have_env.count(kv)) continue;
     size_t eq = kv.find('=');
@@ -124,8 +209,8 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     out->set_value(eq == std::string::npos ? "" : kv.substr(eq + 1));
   }
 
-  std::set<std::string> have_dev;
-  for (const auto& d : ctr.linux().devices()) have_dev.insert(d.path());
+  std::set<std::string, std::less<>> have_dev;
+  ctr.devices.for_each([&](std::string_view d) { have_dev.emplace(pb::device_path(d)); });
   std::vector<std::string> added;
   nlohmann::json injected = nlohmann::json::array();
   for (const cdi::LinuxDevice& d : e.devices) {
@@ -160,8 +245,8 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     }
   }
 
-  std::set<std::string> have_mount;
-  for (const auto& m : ctr.mounts()) have_mount.insert(m.destination());
+  std::set<std::string, std::less<>> have_mount;
+  ctr.mounts.for_each([&](std::string_view m) { have_mount.emplace(pb::mount_destination(m)); });
   bool added_mounts = false;
   nlohmann::json injected_mounts = nlohmann::json::array();
   for (const cdi::OciMount& m : e.mounts) {

@@ -51,6 +51,71 @@ void Handlers::start_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::post_start_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::post_update_container(const api::PodSandbox&, const api::Container&) {}
 void Handlers::remove_container(const api::PodSandbox&, const api::Container&) {}
+namespace {
+
+template <typename M>
+void materialize(std::string_view raw, M* m) {
+  // Already checked by the view decoder; libprotobuf is the lenient one.
+  (void)m->ParseFromArray(raw.data(), static_cast<int>(raw.size()));
+}
+
+}  // namespace
+
+Result<void> Handlers::on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                           api::CreateContainerResponse* reply) {
+  api::PodSandbox p;
+  api::Container c;
+  materialize(pod.raw, &p);
+  materialize(ctr.raw, &c);
+  return create_container(p, c, reply);
+}
+void Handlers::on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                   const pb::LinuxResourcesView& resources,
+                                   Respond<api::UpdateContainerResponse> respond) {
+  api::PodSandbox p;
+  api::Container c;
+  api::LinuxResources r;
+  materialize(pod.raw, &p);
+  materialize(ctr.raw, &c);
+  materialize(resources.raw, &r);
+  update_container(p, c, r, std::move(respond));
+}
+Result<void> Handlers::on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                         api::StopContainerResponse* reply) {
+  api::PodSandbox p;
+  api::Container c;
+  materialize(pod.raw, &p);
+  materialize(ctr.raw, &c);
+  return stop_container(p, c, reply);
+}
+void Handlers::on_update_pod_sandbox(const pb::PodSandboxView&, const pb::LinuxResourcesView&,
+                                     std::string_view raw_request,
+                                     Respond<api::UpdatePodSandboxResponse> respond) {
+  api::UpdatePodSandboxRequest r;
+  materialize(raw_request, &r);
+  update_pod_sandbox(r, std::move(respond));
+}
+void Handlers::on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) {
+  api::PodSandbox p;
+  api::Container c;
+  materialize(pod.raw, &p);
+  if (ctr) materialize(ctr->raw, &c);
+  switch (e) {
+    case api::RUN_POD_SANDBOX: run_pod_sandbox(p); break;
+    case api::STOP_POD_SANDBOX: stop_pod_sandbox(p); break;
+    case api::REMOVE_POD_SANDBOX: remove_pod_sandbox(p); break;
+    case api::POST_UPDATE_POD_SANDBOX: post_update_pod_sandbox(p); break;
+    case api::POST_CREATE_CONTAINER: post_create_container(p, c); break;
+    case api::START_CONTAINER: start_container(p, c); break;
+    case api::POST_START_CONTAINER: post_start_container(p, c); break;
+    case api::POST_UPDATE_CONTAINER: post_update_container(p, c); break;
+    case api::REMOVE_CONTAINER: remove_container(p, c); break;
+    default: break;
+  }
+}
+Result<void> Handlers::on_synchronize_page(const pb::SynchronizeView&, bool, api::SynchronizeResponse*) {
+  return {};
+}
 void Handlers::on_ready() {}
 void Handlers::on_connection_error(const Error&, bool) {}
 
@@ -100,8 +165,8 @@ Result<bool> apply_preinstalled_environment(PluginOptions* opts,
 namespace {
 
 template <typename M>
-bool parse(const std::string& payload, M* m) {
-  return m->ParseFromString(payload);
+bool parse(std::string_view payload, M* m) {
+  return m->ParseFromArray(payload.data(), static_cast<int>(payload.size()));
 }
 
 CallResult reply(const google::protobuf::Message& m) {
@@ -115,8 +180,13 @@ CallResult empty_reply() { return {}; }
 // A handler's error as the Go stub sends it: code Unknown, the message as is.
 CallResult error_reply(const Error& e) { return {{code::kUnknown, e.message}, {}}; }
 
-CallResult bad_payload(const std::string& method) {
+CallResult bad_payload(std::string_view method) {
   return {{code::kInvalidArgument, fmt::format("invalid {} request payload", method)}, {}};
+}
+
+// The reader's error names the field (pbview.h).
+CallResult bad_payload(std::string_view method, const Error& why) {
+  return {{code::kInvalidArgument, fmt::format("invalid {} request payload: {}", method, why.message)}, {}};
 }
 
 }  // namespace
@@ -210,9 +280,10 @@ Result<void> Plugin::attach(UniqueFd fd) {
   transport_ = std::move(*t);
   connects_++;
   sync_pages_.Clear();
+  sync_first_page_ = true;
   events_ = 0;
   transport_->set_close_handler([this](const Error& why) { on_closed(why); });
-  transport_->serve_async(kPluginServiceConn, [this](const ttrpc::Request& req, Transport::Responder respond) {
+  transport_->serve_async(kPluginServiceConn, [this](const pb::RequestView& req, Transport::Responder respond) {
     dispatch(req, std::move(respond));
   });
 
@@ -240,6 +311,7 @@ void Plugin::on_closed(const Error& why) {
   // Called from the transport's deferred close: destroying it here is safe.
   transport_.reset();
   sync_pages_.Clear();
+  sync_first_page_ = true;
   const bool retry = opts_.reconnect && state_ != PluginState::Stopped;
   handlers_.on_connection_error(why, retry);
   if (retry) {
@@ -308,54 +380,80 @@ Transport::Responder Plugin::with_deadline(Transport::Responder respond, const s
   };
 }
 
-void Plugin::dispatch(const ttrpc::Request& req, Transport::Responder respond) {
-  if (req.service() != kPluginService) {
-    respond({{code::kUnimplemented, fmt::format("service {}", req.service())}, {}});
+void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) {
+  if (req.service != kPluginService) {
+    respond({{code::kUnimplemented, fmt::format("service {}", req.service)}, {}});
     return;
   }
-  const std::string& m = req.method();
+  const std::string_view m = req.method;
   if (m == "UpdateContainer") {
-    api::UpdateContainerRequest r;
-    if (!parse(req.payload(), &r)) return respond(bad_payload(m));
-    auto later = with_deadline(std::move(respond), m);
-    handlers_.update_container(r.pod(), r.container(), r.linux_resources(),
-                               [later](Result<api::UpdateContainerResponse> out) {
-                                 later(to_call_result(out));
-                               });
+    pb::PodContainerRequestView r;
+    if (auto d = pb::decode_pod_container_request(req.payload, &r, "UpdateContainerRequest"); !d)
+      return respond(bad_payload(m, d.error()));
+    auto later = with_deadline(std::move(respond), std::string(m));
+    handlers_.on_update_container(r.pod, r.container, r.linux_resources,
+                                  [later](Result<api::UpdateContainerResponse> out) {
+                                    later(to_call_result(out));
+                                  });
     return;
   }
   if (m == "UpdatePodSandbox") {
-    api::UpdatePodSandboxRequest r;
-    if (!parse(req.payload(), &r)) return respond(bad_payload(m));
-    auto later = with_deadline(std::move(respond), m);
-    handlers_.update_pod_sandbox(r, [later](Result<api::UpdatePodSandboxResponse> out) {
-      later(to_call_result(out));
-    });
+    pb::PodContainerRequestView r;
+    if (auto d = pb::decode_pod_sandbox_update(req.payload, &r); !d) return respond(bad_payload(m, d.error()));
+    auto later = with_deadline(std::move(respond), std::string(m));
+    handlers_.on_update_pod_sandbox(r.pod, r.linux_resources, req.payload,
+                                    [later](Result<api::UpdatePodSandboxResponse> out) {
+                                      later(to_call_result(out));
+                                    });
     return;
   }
   respond(dispatch_now(req));
 }
 
-CallResult Plugin::dispatch_now(const ttrpc::Request& req) {
-  const std::string& m = req.method();
-  const std::string& p = req.payload();
+namespace {
+
+// v0.12 dedicated RPCs of observed-only events: {pod} or {pod, container}.
+struct Observed {
+  std::string_view method;
+  api::Event event;
+  bool container;
+};
+constexpr Observed kObserved[] = {
+    {"RunPodSandbox", api::RUN_POD_SANDBOX, false},
+    {"StopPodSandbox", api::STOP_POD_SANDBOX, false},
+    {"RemovePodSandbox", api::REMOVE_POD_SANDBOX, false},
+    {"PostUpdatePodSandbox", api::POST_UPDATE_POD_SANDBOX, false},
+    {"PostCreateContainer", api::POST_CREATE_CONTAINER, true},
+    {"StartContainer", api::START_CONTAINER, true},
+    {"PostStartContainer", api::POST_START_CONTAINER, true},
+    {"PostUpdateContainer", api::POST_UPDATE_CONTAINER, true},
+    {"RemoveContainer", api::REMOVE_CONTAINER, true},
+};
+
+}  // namespace
+
+CallResult Plugin::dispatch_now(const pb::RequestView& req) {
+  const std::string_view m = req.method;
+  const std::string_view p = req.payload;
 
   if (m == "Configure") return do_configure(p);
   if (m == "Synchronize") return do_synchronize(p);
   if (m == "StateChange") return do_state_change(p);
   if (m == "Shutdown") return empty_reply();
   if (m == "CreateContainer") {
-    api::CreateContainerRequest r;
-    if (!parse(p, &r)) return bad_payload(m);
+    pb::PodContainerRequestView r;
+    if (auto d = pb::decode_pod_container_request(p, &r, "CreateContainerRequest"); !d)
+      return bad_payload(m, d.error());
     api::CreateContainerResponse out;
-    if (auto h = handlers_.create_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
+    if (auto h = handlers_.on_create_container(r.pod, r.container, &out); !h) return error_reply(h.error());
     return reply(out);
   }
   if (m == "StopContainer") {
-    api::StopContainerRequest r;
-    if (!parse(p, &r)) return bad_payload(m);
+    pb::PodContainerRequestView r;
+    if (auto d = pb::decode_pod_container_request(p, &r, "StopContainerRequest"); !d)
+      return bad_payload(m, d.error());
     api::StopContainerResponse out;
-    if (auto h = handlers_.stop_container(r.pod(), r.container(), &out); !h) return error_reply(h.error());
+    if (auto h = handlers_.on_stop_container(r.pod, r.container, &out); !h) return error_reply(h.error());
     return reply(out);
   }
   if (m == "ValidateContainerAdjustment") {
@@ -365,34 +463,20 @@ CallResult Plugin::dispatch_now(const ttrpc::Request& req) {
     if (auto h = handlers_.validate_container_adjustment(r, &out); !h) return error_reply(h.error());
     return reply(out);
   }
-  // v0.12 dedicated RPCs for observed-only events: {pod} or {pod, container}.
   // Answered with success whatever the handler does.
-  if (m == "RunPodSandbox" || m == "StopPodSandbox" || m == "RemovePodSandbox" ||
-      m == "PostUpdatePodSandbox") {
-    api::RunPodSandboxRequest r;  // all four are { PodSandbox pod = 1; }
-    if (!parse(p, &r)) return bad_payload(m);
-    if (m == "RunPodSandbox") handlers_.run_pod_sandbox(r.pod());
-    else if (m == "StopPodSandbox") handlers_.stop_pod_sandbox(r.pod());
-    else if (m == "RemovePodSandbox") handlers_.remove_pod_sandbox(r.pod());
-    else handlers_.post_update_pod_sandbox(r.pod());
-    return empty_reply();
-  }
-  if (m == "PostCreateContainer" || m == "StartContainer" || m == "PostStartContainer" ||
-      m == "PostUpdateContainer" || m == "RemoveContainer") {
-    api::PostCreateContainerRequest r;  // all five are { pod = 1; container = 2; }
-    if (!parse(p, &r)) return bad_payload(m);
-    if (m == "PostCreateContainer") handlers_.post_create_container(r.pod(), r.container());
-    else if (m == "StartContainer") handlers_.start_container(r.pod(), r.container());
-    else if (m == "PostStartContainer") handlers_.post_start_container(r.pod(), r.container());
-    else if (m == "PostUpdateContainer") handlers_.post_update_container(r.pod(), r.container());
-    else handlers_.remove_container(r.pod(), r.container());
+  for (const Observed& o : kObserved) {
+    if (m != o.method) continue;
+    pb::PodContainerRequestView r;
+    if (auto d = pb::decode_pod_container_request(p, &r, "observed event request"); !d)
+      return bad_payload(m, d.error());
+    handlers_.on_observed(o.event, r.pod, o.container ? &r.container : nullptr);
     return empty_reply();
   }
   // ttrpc services.go wording, so the v0.12 runtime's fallback recognises it.
   return {{code::kUnimplemented, fmt::format("method {}", m)}, {}};
 }
 
-CallResult Plugin::do_configure(const std::string& payload) {
+CallResult Plugin::do_configure(std::string_view payload) {
   api::ConfigureRequest req;
   if (!parse(payload, &req)) return bad_payload("Configure");
   runtime_ = runtime_info(req);
@@ -412,47 +496,66 @@ CallResult Plugin::do_configure(const std::string& payload) {
   return reply(resp);
 }
 
-CallResult Plugin::do_synchronize(const std::string& payload) {
-  api::SynchronizeRequest page;
-  if (!parse(payload, &page)) return bad_payload("Synchronize");
-  // Move, not copy: 3000 containers are megabytes.
-  for (auto& pod : *page.mutable_pods()) sync_pages_.add_pods()->Swap(&pod);
-  for (auto& c : *page.mutable_containers()) sync_pages_.add_containers()->Swap(&c);
-  if (page.more()) {
+CallResult Plugin::do_synchronize(std::string_view payload) {
+  pb::SynchronizeView page;
+  if (auto d = pb::decode_synchronize(payload, &page); !d) return bad_payload("Synchronize", d.error());
+  const bool first = sync_first_page_;
+  sync_first_page_ = !page.more;
+  api::SynchronizeResponse resp;
+  if (handlers_.synchronize_by_page()) {
+    // Each page goes into the model as it arrives, so no second copy of
+    // every pod and container is ever held.
+    auto h = handlers_.on_synchronize_page(page, first, &resp);
+    if (!h) {
+      sync_first_page_ = true;
+      return error_reply(h.error());
+    }
+  } else {
+    api::SynchronizeRequest parsed;
+    if (!parse(payload, &parsed)) return bad_payload("Synchronize");
+    if (first) sync_pages_.Clear();
+    // Move, not copy: 3000 containers are megabytes.
+    for (auto& pod : *parsed.mutable_pods()) sync_pages_.add_pods()->Swap(&pod);
+    for (auto& c : *parsed.mutable_containers()) sync_pages_.add_containers()->Swap(&c);
+    if (!page.more) {
+      api::SynchronizeRequest all;
+      all.Swap(&sync_pages_);
+      auto h = handlers_.synchronize(all, &resp);
+      if (!h) return error_reply(h.error());
+    }
+  }
+  if (page.more) {
     // A non-final page: say we understand paging and want the rest. Any
     // update here would make the runtime close us (NRI v0.7 6fd59d6).
-    api::SynchronizeResponse resp;
-    resp.set_more(true);
-    return reply(resp);
+    api::SynchronizeResponse more;
+    more.set_more(true);
+    return reply(more);
   }
-  api::SynchronizeRequest all;
-  all.Swap(&sync_pages_);
-  api::SynchronizeResponse resp;
-  auto h = handlers_.synchronize(all, &resp);
   resp.set_more(false);
-  if (!h) return error_reply(h.error());
   state_ = PluginState::Ready;
   attempts_ = 0;
   handlers_.on_ready();
   return reply(resp);
 }
 
-CallResult Plugin::do_state_change(const std::string& payload) {
-  api::StateChangeEvent ev;
-  // Never an error for an observed event, even an unparsable one.
-  if (!parse(payload, &ev)) return empty_reply();
-  const auto& pod = ev.pod();
-  const auto& ctr = ev.container();
-  switch (ev.event()) {
-    case api::RUN_POD_SANDBOX: handlers_.run_pod_sandbox(pod); break;
-    case api::STOP_POD_SANDBOX: handlers_.stop_pod_sandbox(pod); break;
-    case api::REMOVE_POD_SANDBOX: handlers_.remove_pod_sandbox(pod); break;
-    case api::POST_CREATE_CONTAINER: handlers_.post_create_container(pod, ctr); break;
-    case api::START_CONTAINER: handlers_.start_container(pod, ctr); break;
-    case api::POST_START_CONTAINER: handlers_.post_start_container(pod, ctr); break;
-    case api::POST_UPDATE_CONTAINER: handlers_.post_update_container(pod, ctr); break;
-    case api::REMOVE_CONTAINER: handlers_.remove_container(pod, ctr); break;
-    case api::POST_UPDATE_POD_SANDBOX: handlers_.post_update_pod_sandbox(pod); break;
+CallResult Plugin::do_state_change(std::string_view payload) {
+  pb::StateChangeView ev;
+  // Never an error for an observed event, even an undecodable one.
+  if (!pb::decode_state_change(payload, &ev)) return empty_reply();
+  switch (ev.event) {
+    case api::RUN_POD_SANDBOX:
+    case api::STOP_POD_SANDBOX:
+    case api::REMOVE_POD_SANDBOX:
+    case api::POST_UPDATE_POD_SANDBOX:
+      handlers_.on_observed(static_cast<api::Event>(ev.event), ev.pod, nullptr);
+      break;
+    case api::POST_CREATE_CONTAINER:
+    case api::START_CONTAINER:
+    case api::POST_START_CONTAINER:
+    case api::POST_UPDATE_CONTAINER:
+    case api::REMOVE_CONTAINER:
+      handlers_.on_observed(static_cast<api::Event>(ev.event), ev.pod, &ev.container);
+      break;
     default: break;  // not a StateChange event; ignore
   }
   return empty_reply();

@@ -1,11 +1,14 @@
 // The NRI plugin stub: connects (or adopts the pre-installed socket),
-// registers, answers Configure with an explicit event mask, collects paged
-// Synchronize requests and dispatches every lifecycle event to a Handlers
+// registers, answers Configure with an explicit event mask, hands paged
+// Synchronize requests over page by page (or collected, for handlers that
+// want them at once) and dispatches every lifecycle event to a Handlers
 // object, in the shape of containerd/nri pkg/stub but on sd-event.
 //
-// Handlers see the raw protobuf messages; mapping them onto podshim's model
-// of pods and containers is the daemon's job. Adjustments and updates are
-// returned through reply messages, never applied in place.
+// Handlers see the requests either as views into the received frame
+// (shim/nri/pbview.h: no allocation, what the daemon uses) or, by default,
+// as libprotobuf messages materialized from those views; mapping them onto
+// podshim's model of pods and containers is the daemon's job. Adjustments
+// and updates are returned through reply messages, never applied in place.
 //
 // Everything runs on the caller's sd-event loop, single-threaded; handlers
 // are called from it and must never block it. Work that takes time (a
@@ -29,6 +32,7 @@
 #include "shim/core/defaults.h"
 #include "shim/nri/events.h"
 #include "shim/nri/nri_api.pb.h"
+#include "shim/nri/pbview.h"
 #include "shim/nri/transport.h"
 
 namespace podshim::nri {
@@ -122,6 +126,31 @@ class Handlers {
   virtual void post_update_container(const api::PodSandbox& pod, const api::Container& ctr);
   virtual void remove_container(const api::PodSandbox& pod, const api::Container& ctr);
 
+  // ---- The zero-copy interface the stub calls. Views are valid only
+  // during the call. Each default parses the view's bytes into the api::
+  // messages and calls the virtual above, so a handler overrides one or
+  // the other.
+  virtual Result<void> on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                           api::CreateContainerResponse* reply);
+  virtual void on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                   const pb::LinuxResourcesView& resources,
+                                   Respond<api::UpdateContainerResponse> respond);
+  virtual Result<void> on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                         api::StopContainerResponse* reply);
+  virtual void on_update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
+                                     std::string_view raw_request,
+                                     Respond<api::UpdatePodSandboxResponse> respond);
+  // Observed-only events (RunPodSandbox … RemoveContainer, dedicated RPC or
+  // StateChange): `ctr` is null for pod events.
+  virtual void on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr);
+  // Synchronize page by page, when synchronize_by_page() says so: each page
+  // as it arrives (`first` on the first of a sync, page.more false on the
+  // last, when `reply` may carry updates; it is ignored on the others).
+  // Otherwise the stub collects the pages and calls synchronize() once.
+  virtual bool synchronize_by_page() const { return false; }
+  virtual Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
+                                           api::SynchronizeResponse* reply);
+
   // Connection life. on_ready: configured and synchronized (the runtime's
   // Shutdown RPC, which current runtimes never send, is answered and
   // otherwise ignored: they just close). on_connection_error: a connection attempt failed or a connection ended,
@@ -166,14 +195,14 @@ class Plugin {
   static int on_reconnect_timer(sd_event_source* s, uint64_t usec, void* userdata);
   Result<void> attach(UniqueFd fd);
   void on_closed(const Error& why);
-  void dispatch(const ttrpc::Request& req, Transport::Responder respond);
+  void dispatch(const pb::RequestView& req, Transport::Responder respond);
   // Wraps a responder so that a reply still pending near the runtime's
   // request timeout is answered with an error instead (once).
-  CallResult dispatch_now(const ttrpc::Request& req);
+  CallResult dispatch_now(const pb::RequestView& req);
   Transport::Responder with_deadline(Transport::Responder respond, const std::string& method);
-  CallResult do_configure(const std::string& payload);
-  CallResult do_synchronize(const std::string& payload);
-  CallResult do_state_change(const std::string& payload);
+  CallResult do_configure(std::string_view payload);
+  CallResult do_synchronize(std::string_view payload);
+  CallResult do_state_change(std::string_view payload);
 
   sd_event* loop_;
   Handlers& handlers_;
@@ -185,7 +214,8 @@ class Plugin {
   uint32_t events_ = 0;
   unsigned attempts_ = 0;
   uint64_t connects_ = 0;
-  api::SynchronizeRequest sync_pages_;
+  api::SynchronizeRequest sync_pages_;  // handlers that take the pages at once
+  bool sync_first_page_ = true;         // the next Synchronize page starts a sync
 };
 
 }  // namespace podshim::nri

@@ -170,7 +170,7 @@ Result<void> Simulator::attach(UniqueFd fd) {
   synchronized_ = false;
   state_change_fallback_ = false;
   if (tap_) transport_->set_frame_tap(tap_);
-  transport_->serve(kRuntimeServiceConn, [this](const ttrpc::Request& r) { return serve_runtime(r); });
+  transport_->serve(kRuntimeServiceConn, [this](const pb::RequestView& r) { return serve_runtime(r); });
   Transport* raw = transport_.get();
   transport_->set_close_handler([this, raw](const Error& why) {
     if (transport_.get() != raw) return;
@@ -182,13 +182,13 @@ Result<void> Simulator::attach(UniqueFd fd) {
   return {};
 }
 
-CallResult Simulator::serve_runtime(const ttrpc::Request& req) {
-  if (req.service() != kRuntimeService) {
-    return {{code::kUnimplemented, fmt::format("service {}", req.service())}, {}};
+CallResult Simulator::serve_runtime(const pb::RequestView& req) {
+  if (req.service != kRuntimeService) {
+    return {{code::kUnimplemented, fmt::format("service {}", req.service)}, {}};
   }
-  if (req.method() == "RegisterPlugin") {
+  if (req.method == "RegisterPlugin") {
     api::RegisterPluginRequest r;
-    if (!r.ParseFromString(req.payload())) return {{code::kInvalidArgument, "bad RegisterPlugin"}, {}};
+    if (!r.ParseFromArray(req.payload.data(), static_cast<int>(req.payload.size()))) return {{code::kInvalidArgument, "bad RegisterPlugin"}, {}};
     if (opts_.check_plugin_identity) {
       if (auto c = check_plugin_index(r.plugin_idx()); !c) return {{code::kUnknown, c.error().message}, {}};
       if (opts_.nri_minor >= 12) {
@@ -213,15 +213,15 @@ CallResult Simulator::serve_runtime(const ttrpc::Request& req) {
     }, ctx);
     return {};
   }
-  if (req.method() == "UpdateContainers") {
+  if (req.method == "UpdateContainers") {
     api::UpdateContainersRequest r;
-    if (!r.ParseFromString(req.payload())) return {{code::kInvalidArgument, "bad UpdateContainers"}, {}};
+    if (!r.ParseFromArray(req.payload.data(), static_cast<int>(req.payload.size()))) return {{code::kInvalidArgument, "bad UpdateContainers"}, {}};
     update_requests_.push_back(r);
     CallResult res;
     on_update_containers(r).SerializeToString(&res.payload);
     return res;
   }
-  return {{code::kUnimplemented, fmt::format("method {}", req.method())}, {}};
+  return {{code::kUnimplemented, fmt::format("method {}", req.method)}, {}};
 }
 
 void Simulator::fail_handshake(Status st) {

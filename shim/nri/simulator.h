@@ -128,7 +128,7 @@ class Simulator {
  private:
   static int on_accept(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   Result<void> attach(UniqueFd fd);
-  CallResult serve_runtime(const ttrpc::Request& req);
+  CallResult serve_runtime(const pb::RequestView& req);
   void configure();
   void synchronize();
   void send_pages(size_t pod_off, size_t ctr_off);

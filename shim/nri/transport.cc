@@ -91,7 +91,7 @@ Transport::Conn& Transport::conn(uint32_t id) {
 }
 
 void Transport::serve(uint32_t id, Handler handler) {
-  conn(id).handler = [h = std::move(handler)](const ttrpc::Request& req, Responder respond) {
+  conn(id).handler = [h = std::move(handler)](const pb::RequestView& req, Responder respond) {
     respond(h(req));
   };
 }
@@ -311,12 +311,13 @@ Result<void> Transport::on_request(uint32_t id, Conn& c, TtrpcMessage&& msg) {
                           oversize_message(msg.header.length, opts_.max_recv_message)});
     return {};
   }
-  ttrpc::Request req;
-  if (!req.ParseFromString(msg.body)) {
-    send_status(id, sid, {code::kInvalidArgument, "unmarshal request error: invalid protobuf"});
+  // The envelope is read in place: service, method and payload are views
+  // into msg.body, which the decoder reuses once the handler returns.
+  pb::RequestView req;
+  if (auto d = pb::decode_request(msg.body, &req); !d) {
+    send_status(id, sid, {code::kInvalidArgument, "unmarshal request error: " + d.error().message});
     return {};
   }
-  msg.body = std::string();
   std::weak_ptr<bool> alive = alive_;
   c.handler(req, [this, alive, id, sid](CallResult res) {
     // The transport may be gone (a reconnect) or closed by now.

@@ -26,6 +26,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "shim/nri/pbview.h"
 #include "shim/nri/ttrpc.pb.h"
 #include "shim/nri/wire.h"
 
@@ -70,13 +71,15 @@ struct TransportStats {
 
 class Transport {
  public:
-  using Handler = std::function<CallResult(const ttrpc::Request& req)>;
+  // The request is a view into the received frame (pbview.h), valid only
+  // during the handler's call: no copy of the payload is ever made.
+  using Handler = std::function<CallResult(const pb::RequestView& req)>;
   // Answers a request, now or later: ttrpc matches a response to its request
   // by stream id, not by order (ttrpc server.go), so a handler may keep the
   // responder and call it once from the loop when its work completes. A
   // response for a connection that has closed since is dropped.
   using Responder = std::function<void(CallResult result)>;
-  using AsyncHandler = std::function<void(const ttrpc::Request& req, Responder respond)>;
+  using AsyncHandler = std::function<void(const pb::RequestView& req, Responder respond)>;
   using Callback = std::function<void(CallResult result)>;
   using CloseHandler = std::function<void(const Error& why)>;
   // Sees every mux frame as it is read or written (tests, captures).

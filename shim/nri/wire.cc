@@ -96,6 +96,16 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       in_body_ = true;
       body_.clear();
       skip_ = hdr_.length > max_ ? hdr_.length : 0;
+      // Up to ttrpc's own 4 MiB limit the buffer is sized from the header
+      // at once, as the Go receiver does (ttrpc channel.go recv allocates
+      // the declared length): one allocation, no doubling by append. A
+      // bigger claim (old runtimes' unpaged Synchronize) only grows with
+      // the bytes that really arrive.
+      if (skip_ == 0 && hdr_.length <= kExactReserveMax && hdr_.length > body_.capacity()) {
+        std::string fresh;  // exactly the claim (see the growth below)
+        fresh.reserve(hdr_.length);
+        body_.swap(fresh);
+      }
     } else if (skip_ > 0) {
       const size_t n = std::min(bytes.size(), skip_);
       skip_ -= n;
@@ -103,7 +113,17 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
     } else {
       const size_t want = hdr_.length - body_.size();
       const size_t n = std::min(bytes.size(), want);
-      // Grows with the bytes that really arrived, never to the claimed size.
+      // Past kExactReserveMax: grows with the bytes that really arrived,
+      // doubling but never past the claimed size, so the last step lands
+      // on it exactly.
+      if (body_.size() + n > body_.capacity()) {
+        // Into a fresh string: libstdc++'s reserve() on a grown string
+        // would round up to twice the old capacity, past the claim.
+        std::string grown;
+        grown.reserve(std::min<size_t>(hdr_.length, std::max(2 * body_.capacity(), body_.size() + n)));
+        grown.append(body_);
+        body_.swap(grown);
+      }
       body_.append(bytes.data(), n);
       bytes.remove_prefix(n);
     }
@@ -112,9 +132,17 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       msg.header = hdr_;
       msg.oversized = hdr_.length > max_;
       if (!msg.oversized) msg.body = std::move(body_);
-      body_ = std::string();  // release the capacity of a large message
       in_body_ = false;
-      PODSHIM_TRY(sink(std::move(msg)));
+      auto r = sink(std::move(msg));
+      // The buffer comes back unless the sink kept it: reused for the next
+      // message, or released after a large one (one big Synchronize page
+      // must not pin megabytes for the life of the connection).
+      body_ = std::move(msg.body);
+      body_.clear();
+      // swap, not assignment: move-assigning a short string keeps the
+      // destination's buffer in libstdc++.
+      if (body_.capacity() > kRetainCapacity) std::string().swap(body_);
+      PODSHIM_TRY(std::move(r));
     }
   }
   return {};

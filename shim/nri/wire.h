@@ -7,7 +7,8 @@
 //   ttrpc  := u32 BE length | u32 BE stream_id | u8 type | u8 flags | data
 //                                                    containerd/ttrpc channel.go
 //
-// Receiving never allocates what a header claims: buffers grow only as bytes
+// Receiving allocates what a header claims only up to ttrpc's 4 MiB message
+// limit (as the Go receiver does); a bigger claim grows with the bytes that
 // arrive, and a message above the receive cap is skipped byte by byte and
 // reported as oversized (the ttrpc receiver's ResourceExhausted rule).
 #pragma once
@@ -107,9 +108,13 @@ struct TtrpcMessage {
   bool oversized = false;
 };
 
-// Per-conn ttrpc reassembly.
+// Per-conn ttrpc reassembly. The body buffer is lent to the sink: one the
+// sink leaves in the message is reused for the next one, unless it is
+// larger than kRetainCapacity.
 class TtrpcDecoder {
  public:
+  static constexpr size_t kExactReserveMax = kTtrpcMaxMessage;
+  static constexpr size_t kRetainCapacity = 64u << 10;
   using Sink = std::function<Result<void>(TtrpcMessage&& msg)>;
   explicit TtrpcDecoder(size_t max_message = kTtrpcMaxMessage) : max_(max_message) {}
 

@@ -1,7 +1,8 @@
 // Fuzzes the NRI socket's two framing layers (shim/nri/wire.h): any byte
 // string read from the runtime's socket, cut into reads of any size, must
 // give messages or one clean protocol error, never a crash, UB, a hang or an
-// allocation of what a header claims rather than what arrived.
+// allocation of what a header claims beyond ttrpc's 4 MiB message limit
+// (up to it the buffer is sized from the header, as the Go receiver does).
 //
 // Input: byte 0 picks the read size (1..63 bytes; 0 means 7) and the
 // ttrpc receive cap (the default 4 MiB, or 64 bytes so the oversized-skip
@@ -12,9 +13,11 @@
 //    (the same messages, then the same error or none);
 //  - a message's body is as long as its header says, or it is marked
 //    oversized with an empty body (the ttrpc ResourceExhausted rule);
-//  - a partial message never holds more buffer than the bytes that arrived;
+//  - a partial message never holds more buffer than the bytes that arrived,
+//    or than a claim of at most TtrpcDecoder::kExactReserveMax;
 //  - every complete message re-encodes (append_ttrpc_frame +
 //    append_mux_frames) to a trunk that decodes to the same messages.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -66,9 +69,10 @@ Outcome decode(std::string_view trunk, size_t step, size_t max_message) {
       out.messages.push_back(Seen{conn, m.header, std::move(m.body), m.oversized});
       return {};
     });
-    // What is buffered for a partial message came off the wire: std::string
-    // may round up, but never towards a length only claimed by a header.
-    if (d->buffered_capacity() > 2 * fed + 64) __builtin_trap();
+    // Beyond kExactReserveMax, what is buffered for a partial message came
+    // off the wire (growth may double, but never towards a length only
+    // claimed by a header).
+    if (d->buffered_capacity() > std::max(2 * fed + 64, TtrpcDecoder::kExactReserveMax)) __builtin_trap();
     return r;
   };
   while (fed < trunk.size()) {

@@ -44,50 +44,38 @@ constexpr const char* kMethods[] = {
 };
 constexpr size_t kMethodCount = sizeof(kMethods) / sizeof(kMethods[0]);
 
-// Forwards to an adapter that is replaced for every input.
+// Forwards to an adapter that is replaced for every input (the zero-copy
+// entry points the stub calls; see shim/nri/plugin.h).
 class Forwarder : public Handlers {
  public:
   std::unique_ptr<adapter::NriAdapter> inner;
   Result<uint32_t> configure(const api::ConfigureRequest& r, const RuntimeInfo& rt) override {
     return inner->configure(r, rt);
   }
-  Result<void> synchronize(const api::SynchronizeRequest& a, api::SynchronizeResponse* o) override {
-    return inner->synchronize(a, o);
+  bool synchronize_by_page() const override { return true; }
+  Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
+                                   api::SynchronizeResponse* o) override {
+    return inner->on_synchronize_page(page, first, o);
   }
-  Result<void> create_container(const api::PodSandbox& p, const api::Container& c,
-                                api::CreateContainerResponse* o) override {
-    return inner->create_container(p, c, o);
+  Result<void> on_create_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
+                                   api::CreateContainerResponse* o) override {
+    return inner->on_create_container(p, c, o);
   }
-  void update_container(const api::PodSandbox& p, const api::Container& c, const api::LinuxResources& r,
-                        podshim::nri::Respond<api::UpdateContainerResponse> o) override {
-    inner->update_container(p, c, r, std::move(o));
+  void on_update_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
+                           const pb::LinuxResourcesView& r,
+                           podshim::nri::Respond<api::UpdateContainerResponse> o) override {
+    inner->on_update_container(p, c, r, std::move(o));
   }
-  Result<void> stop_container(const api::PodSandbox& p, const api::Container& c,
-                              api::StopContainerResponse* o) override {
-    return inner->stop_container(p, c, o);
+  Result<void> on_stop_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
+                                 api::StopContainerResponse* o) override {
+    return inner->on_stop_container(p, c, o);
   }
-  void update_pod_sandbox(const api::UpdatePodSandboxRequest& r,
-                          podshim::nri::Respond<api::UpdatePodSandboxResponse> o) override {
-    inner->update_pod_sandbox(r, std::move(o));
+  void on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::LinuxResourcesView& r, std::string_view raw,
+                             podshim::nri::Respond<api::UpdatePodSandboxResponse> o) override {
+    inner->on_update_pod_sandbox(p, r, raw, std::move(o));
   }
-  void run_pod_sandbox(const api::PodSandbox& p) override { inner->run_pod_sandbox(p); }
-  void stop_pod_sandbox(const api::PodSandbox& p) override { inner->stop_pod_sandbox(p); }
-  void remove_pod_sandbox(const api::PodSandbox& p) override { inner->remove_pod_sandbox(p); }
-  void post_update_pod_sandbox(const api::PodSandbox& p) override { inner->post_update_pod_sandbox(p); }
-  void post_create_container(const api::PodSandbox& p, const api::Container& c) override {
-    inner->post_create_container(p, c);
-  }
-  void start_container(const api::PodSandbox& p, const api::Container& c) override {
-    inner->start_container(p, c);
-  }
-  void post_start_container(const api::PodSandbox& p, const api::Container& c) override {
-    inner->post_start_container(p, c);
-  }
-  void post_update_container(const api::PodSandbox& p, const api::Container& c) override {
-    inner->post_update_container(p, c);
-  }
-  void remove_container(const api::PodSandbox& p, const api::Container& c) override {
-    inner->remove_container(p, c);
+  void on_observed(api::Event e, const pb::PodSandboxView& p, const pb::ContainerView* c) override {
+    inner->on_observed(e, p, c);
   }
 };
 

@@ -27,6 +27,32 @@ using cgroup::testing::FakeTree;
 
 constexpr int64_t kMi = 1 << 20;
 
+// A message as the adapter sees it: encoded by libprotobuf, read back by the
+// zero-copy reader (the bytes live as long as the view).
+template <typename V>
+struct Viewed {
+  std::unique_ptr<std::string> bytes;
+  V v;
+  operator const V&() const { return v; }
+};
+template <typename V, typename M, typename F>
+Viewed<V> view_with(const M& m, F decode) {
+  Viewed<V> out{std::make_unique<std::string>(m.SerializeAsString()), {}};
+  auto r = decode(*out.bytes, &out.v);
+  EXPECT_TRUE(r) << r.error().message;
+  return out;
+}
+Viewed<pb::PodSandboxView> view(const api::PodSandbox& m) {
+  return view_with<pb::PodSandboxView>(m, [](std::string_view b, pb::PodSandboxView* v) { return pb::decode_pod(b, v); });
+}
+Viewed<pb::ContainerView> view(const api::Container& m) {
+  return view_with<pb::ContainerView>(m, [](std::string_view b, pb::ContainerView* v) { return pb::decode_container(b, v); });
+}
+Viewed<pb::LinuxResourcesView> view(const api::LinuxResources& m) {
+  return view_with<pb::LinuxResourcesView>(
+      m, [](std::string_view b, pb::LinuxResourcesView* v) { return pb::decode_linux_resources(b, v); });
+}
+
 api::PodSandbox pod(const std::string& uid) {
   api::PodSandbox p;
   p.set_id("sandbox-" + uid);
@@ -56,12 +82,12 @@ api::Container container(const api::PodSandbox& p, const std::string& id, int64_
 
 TEST(NriMap, PodAndContainer) {
   auto p = pod("0a1b2c3d-0000-4000-8000-000000000001");
-  auto mp = pod_from_nri(p);
+  auto mp = pod_from_nri(view(p));
   ASSERT_TRUE(mp) << mp.error().message;
   EXPECT_EQ(mp->qos, core::QosClass::Burstable);
   EXPECT_EQ(mp->cgroup_path, p.linux().cgroup_parent());
   auto c = container(p, "c1", 256 * kMi, 512, 50000);
-  auto mc = container_from_nri(p, c);
+  auto mc = container_from_nri(p.uid(), view(c));
   ASSERT_TRUE(mc) << mc.error().message;
   EXPECT_EQ(mc->pod_uid, p.uid());
   EXPECT_EQ(*mc->desired.memory_limit_bytes, 256 * kMi);
@@ -73,7 +99,54 @@ TEST(NriMap, PodAndContainer) {
 
   auto bad = p;
   bad.set_uid("../../etc");
-  EXPECT_FALSE(pod_from_nri(bad));
+  EXPECT_FALSE(pod_from_nri(view(bad)));
+}
+
+TEST(NriMap, UnchangedShortcutSeesEveryChange) {
+  auto p = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  (*p.mutable_labels())["app"] = "web";
+  auto model = pod_from_nri(view(p));
+  ASSERT_TRUE(model);
+  EXPECT_TRUE(pod_unchanged(view(p), *model));
+  auto changed = [&](auto edit) {
+    auto q = p;
+    edit(q);
+    return !pod_unchanged(view(q), *model);
+  };
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_annotations())["io.kubernetes.pod.uid"] = "x"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_annotations())["new"] = "1"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.mutable_annotations()->clear(); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { (*q.mutable_labels())["app"] = "db"; }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.set_name("other"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.set_id("sandbox-2"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) { q.mutable_linux()->set_cgroup_parent("/kubepods/besteffort/x"); }));
+  EXPECT_TRUE(changed([](api::PodSandbox& q) {
+    q.mutable_linux()->mutable_pod_resources()->mutable_memory()->mutable_limit()->set_value(kMi);
+  }));
+  auto api_pod = *model;
+  api_pod.source = core::Source::Api;
+  EXPECT_FALSE(pod_unchanged(view(p), api_pod));
+
+  auto c = container(p, "c1", 256 * kMi, 512, 50000);
+  (*c.mutable_annotations())["a"] = "1";
+  auto mc = container_from_nri(p.uid(), view(c));
+  ASSERT_TRUE(mc);
+  EXPECT_TRUE(container_unchanged(p.uid(), view(c), true, *mc));
+  EXPECT_FALSE(container_unchanged("other-uid", view(c), true, *mc));
+  auto cchanged = [&](auto edit, bool take = true) {
+    auto d = c;
+    edit(d);
+    return !container_unchanged(p.uid(), view(d), take, *mc);
+  };
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.set_state(api::CONTAINER_STOPPED); }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.set_pid(42); }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { (*d.mutable_annotations())["a"] = "2"; }));
+  EXPECT_TRUE(cchanged([](api::Container& d) { d.mutable_linux()->set_cgroups_path("/elsewhere"); }));
+  auto more_memory = [](api::Container& d) {
+    d.mutable_linux()->mutable_resources()->mutable_memory()->mutable_limit()->set_value(512 * kMi);
+  };
+  EXPECT_TRUE(cchanged(more_memory, true));
+  EXPECT_FALSE(cchanged(more_memory, false)) << "resources are not taken from this event";
 }
 
 TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
@@ -86,7 +159,7 @@ TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
   r.mutable_cpu()->mutable_shares()->set_value(0);
   r.mutable_cpu()->mutable_quota()->set_value(0);
   r.mutable_memory()->mutable_limit()->set_value(64 * kMi);
-  auto next = resources_from_nri(r, cur);
+  auto next = resources_from_nri(view(r), cur);
   EXPECT_EQ(*next.cpu_request_milli, 250);
   EXPECT_EQ(*next.cpu_limit_milli, 500);
   EXPECT_EQ(*next.memory_limit_bytes, 64 * kMi);
@@ -101,7 +174,7 @@ TEST(NriMap, ResourcesRoundTrip) {
   EXPECT_EQ(n.cpu().shares().value(), 1536u);
   EXPECT_EQ(n.cpu().quota().value(), 200000);
   EXPECT_EQ(n.cpu().period().value(), 100000u);
-  auto back = resources_from_nri(n);
+  auto back = resources_from_nri(view(n));
   EXPECT_EQ(*back.cpu_request_milli, 1500);
   EXPECT_EQ(*back.cpu_limit_milli, 2000);
   EXPECT_EQ(*back.memory_limit_bytes, 512 * kMi);
@@ -124,7 +197,7 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   c.add_mounts()->set_destination("/etc/hosts");
   api::ContainerAdjustment adj;
   AdjustmentOptions opts;
-  auto added = edits_to_adjustment(e, c, opts, &adj);
+  auto added = edits_to_adjustment(e, view(c), opts, &adj);
   ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0], "/dev/gpu0");
   ASSERT_EQ(adj.env_size(), 1);
@@ -146,8 +219,82 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
 
   opts.inject_hook = false;
   api::ContainerAdjustment adj2;
-  edits_to_adjustment(e, c, opts, &adj2);
+  edits_to_adjustment(e, view(c), opts, &adj2);
   EXPECT_FALSE(adj2.has_hooks());
+}
+
+TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
+  auto store = core::Store::in_memory();
+  // Known from before the (re)connection: one pod and one container the
+  // runtime no longer has, and one container registered through the API.
+  core::Pod gone_pod;
+  gone_pod.uid = "0a1b2c3d-0000-4000-8000-0000000000ff";
+  gone_pod.source = core::Source::Nri;
+  ASSERT_TRUE(store->upsert_pod(gone_pod));
+  core::Container gone;
+  gone.id = "gone";
+  gone.pod_uid = gone_pod.uid;
+  gone.source = core::Source::Nri;
+  ASSERT_TRUE(store->upsert_container(gone));
+  core::Container api_one;
+  api_one.id = "from-api";
+  api_one.source = core::Source::Api;
+  ASSERT_TRUE(store->upsert_container(api_one));
+  NriAdapter adapter(*store, nullptr, nullptr, nullptr, AdapterOptions{});
+
+  auto p1 = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  auto p2 = pod("0a1b2c3d-0000-4000-8000-000000000002");
+  // Page 1: p1 and its container, plus a container of p2, whose pod only
+  // comes on page 2. Page 2 (the last): p2 and another of its containers.
+  api::SynchronizeRequest page1, page2;
+  *page1.add_pods() = p1;
+  *page1.add_containers() = container(p1, "a", 64 * kMi, 256, 0);
+  *page1.add_containers() = container(p2, "b", 64 * kMi, 256, 0);
+  page1.set_more(true);
+  *page2.add_pods() = p2;
+  *page2.add_containers() = container(p2, "c", 64 * kMi, 256, 0);
+  // And one on page 1 whose pod never comes: ignored at the end.
+  auto lost = pod("0a1b2c3d-0000-4000-8000-000000000003");
+  *page1.add_containers() = container(lost, "lost", 64 * kMi, 256, 0);
+  page2.set_more(false);
+
+  const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString();
+  pb::SynchronizeView v1, v2;
+  ASSERT_TRUE(pb::decode_synchronize(b1, &v1));
+  ASSERT_TRUE(pb::decode_synchronize(b2, &v2));
+  api::SynchronizeResponse reply;
+  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply));
+  // Stored as it came; nothing dropped before the last page.
+  EXPECT_TRUE(store->container("a"));
+  EXPECT_TRUE(store->container("gone"));
+  ASSERT_TRUE(store->container("b")) << "stored as it came";
+  EXPECT_EQ(store->container("b")->pod_uid, "") << "its pod has not arrived yet";
+  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply));
+  EXPECT_FALSE(store->container("gone"));
+  EXPECT_FALSE(store->pod(gone_pod.uid));
+  EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
+  EXPECT_FALSE(store->container("lost")) << "its pod is not in the sync";
+  ASSERT_TRUE(store->container("a"));
+  EXPECT_EQ(store->container("a")->pod_uid, p1.uid());
+  ASSERT_TRUE(store->container("b"));
+  EXPECT_EQ(store->container("b")->pod_uid, p2.uid());
+  ASSERT_TRUE(store->container("c"));
+  EXPECT_EQ(*store->container("c")->desired.memory_limit_bytes, 64 * kMi);
+  EXPECT_EQ(store->pod_count(), 2u);
+  EXPECT_EQ(store->container_count(), 4u);
+
+  // A new sync (a reconnection) starts afresh: what only the first had is
+  // dropped at its end.
+  api::SynchronizeRequest again;
+  *again.add_pods() = p1;
+  *again.add_containers() = *page1.mutable_containers(0);
+  const std::string b3 = again.SerializeAsString();
+  pb::SynchronizeView v3;
+  ASSERT_TRUE(pb::decode_synchronize(b3, &v3));
+  ASSERT_TRUE(adapter.on_synchronize_page(v3, true, &reply));
+  EXPECT_FALSE(store->container("b"));
+  EXPECT_FALSE(store->pod(p2.uid()));
+  EXPECT_EQ(store->container_count(), 2u);
 }
 
 // ---------------------------------------------------------------------------
