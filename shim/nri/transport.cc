@@ -127,7 +127,8 @@ void Transport::call(uint32_t id, std::string_view service, std::string_view met
   p.cb = std::move(cb);
   if (timeout_usec > 0) {
     auto* ctx = new TimerCtx{this, id, sid};
-    const int r = sd_event_add_time_relative(loop_, &p.timer, CLOCK_MONOTONIC, timeout_usec, 0,
+    // 1 ms accuracy (0 means sd-event's default slack of 250 ms).
+    const int r = sd_event_add_time_relative(loop_, &p.timer, CLOCK_MONOTONIC, timeout_usec, 1000,
                                              &Transport::on_timer, ctx);
     if (r < 0) {
       delete ctx;
