@@ -122,7 +122,10 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
   // the answer to the last page may carry updates. So each page is stored
   // as it comes, and what the runtime no longer has is dropped after the
   // last one, when the whole set is known.
-  if (first) sync_ = SyncState{};
+  if (first) {
+    sync_ = SyncState{};
+    if (opts_.readback) opts_.readback->hold();
+  }
   sync_.pod_count += page.pod_count;
   sync_.container_count += page.container_count;
   page.pods.for_each([&](std::string_view raw) {

@@ -212,6 +212,8 @@ struct ReadBack::Impl {
   size_t cached = 0, dirs = 0;
   size_t dir_cap = 0;  // directory fds kept at most (set in create())
   bool slice_scheduled = false;
+  bool held = false;        // a Synchronize is arriving: queue, read after it
+  uint64_t hold_gen = 0;
   bool pass_open = false;
   Clock::time_point pass_start{};
   Stats stats;
@@ -444,7 +446,20 @@ struct ReadBack::Impl {
   }
 
   void read_one(const std::string& id, uint64_t shares, bool force) {
-    auto c = store.container(id);
+    // Only what the read-back uses (not the annotations, devices or
+    // conditions a full copy would bring along).
+    std::optional<Container> c;
+    store.with_container(id, [&](const Container& k) {
+      Container x;
+      x.id = k.id;
+      x.pod_uid = k.pod_uid;
+      x.cgroup_path = k.cgroup_path;
+      x.state = k.state;
+      x.allocated = k.allocated;
+      x.actual = k.actual;
+      x.drift = k.drift;
+      c = std::move(x);
+    });
     if (!c) {
       forget(id);
       return;
@@ -535,7 +550,7 @@ struct ReadBack::Impl {
   }
 
   void kick() {
-    if (!opts.schedule || slice_scheduled || queue.empty()) return;
+    if (!opts.schedule || slice_scheduled || held || queue.empty()) return;
     slice_scheduled = true;
     std::weak_ptr<int> w = alive;
     opts.schedule(0ms, [this, w] {
@@ -645,8 +660,26 @@ void ReadBack::touch(const std::string& id, uint64_t shares) {
 
 void ReadBack::touch_all() {
   std::lock_guard lk(impl_->mu);
+  impl_->held = false;
   impl_->tick();
   impl_->kick();
+}
+
+void ReadBack::hold() {
+  std::lock_guard lk(impl_->mu);
+  impl_->held = true;
+  const uint64_t gen = ++impl_->hold_gen;
+  if (!impl_->opts.schedule) return;
+  // A Synchronize that never ends (the runtime went away mid-sync) must not
+  // stop the read-back: the hold lapses after kMaxHold.
+  std::weak_ptr<int> w = impl_->alive;
+  impl_->opts.schedule(kMaxHold, [this, w, gen] {
+    if (w.expired()) return;
+    std::lock_guard lk(impl_->mu);
+    if (!impl_->held || impl_->hold_gen != gen) return;
+    impl_->held = false;
+    impl_->kick();
+  });
 }
 
 size_t ReadBack::run_slice() { return impl_->run_slice(impl_->opts.slice_budget); }

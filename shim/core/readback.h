@@ -96,8 +96,15 @@ class ReadBack {
   // the container now. `shares` (0: unknown) is what the runtime was asked
   // for, a sample for weight_formula: auto.
   void touch(const std::string& id, uint64_t shares = 0);
-  // After Synchronize: queues every container, read in the next slices.
+  // After Synchronize: queues every container, read in the next slices
+  // (and ends a hold()).
   void touch_all();
+  // A Synchronize is arriving: the containers its pages upsert are queued
+  // but not read until touch_all() (or kMaxHold, if the sync never ends),
+  // so the loop reads the runtime's next page instead of cgroup files
+  // between pages.
+  void hold();
+  static constexpr std::chrono::milliseconds kMaxHold{3000};
 
   // Reads queued containers until the slice budget is spent; returns how
   // many it read. The schedule calls it; tests and benchmarks may too.

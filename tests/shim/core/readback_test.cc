@@ -427,6 +427,32 @@ TEST_F(ReadBackTest, DriftSurvivesAnUpsertThatDropsIt) {
   EXPECT_EQ(count_lines("Drift:"), 1);
 }
 
+// While a Synchronize arrives, its upserts queue containers but no slice
+// reads them; touch_all() (the last page) reads them all, and a hold that
+// is never ended lapses.
+TEST_F(ReadBackTest, HoldDefersReadsUntilTheSyncEnds) {
+  make(options());
+  add_pod();
+  rb_->hold();
+  for (const char* id : {"c1", "c2", "c3"}) {
+    add_cgroup(id, a_);
+    add_container(id, a_);
+  }
+  loop_.advance(1ms);
+  EXPECT_EQ(rb_->stats().reads, 0u) << "read between the pages of a sync";
+  rb_->touch_all();
+  loop_.advance(1ms);
+  EXPECT_EQ(rb_->stats().reads, 3u);
+
+  rb_->hold();  // a sync the runtime never finishes
+  add_cgroup("c4", a_);
+  add_container("c4", a_);
+  loop_.advance(1ms);
+  EXPECT_EQ(rb_->stats().reads, 3u);
+  loop_.advance(ReadBack::kMaxHold);
+  EXPECT_EQ(rb_->stats().reads, 4u) << "the hold lapsed";
+}
+
 TEST(ReadBackConfig, KeysParseAndBadValuesNameTheKey) {
   auto c = parse_config("readback:\n  interval_ms: 1000\n  slice_budget_us: 500\n  fd_cache: 0\n  repair_drift: true\n",
                         "t");
