@@ -1,5 +1,7 @@
 #include "shim/nri/pbview.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 // `decl = *expr` or `lhs = *expr` when expr (a Result) holds a value,
@@ -37,6 +39,16 @@ bool valid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
+    // Eight ASCII bytes at a time: ids, names, paths and annotation keys
+    // are almost all ASCII, and this check was a tenth of a Synchronize.
+    if (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      if ((w & 0x8080808080808080ull) == 0) {
+        p += 8;
+        continue;
+      }
+    }
     if (*p < 0x80) {
       ++p;
       continue;

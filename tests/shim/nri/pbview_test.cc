@@ -420,3 +420,27 @@ TEST(PbView, FrameBufferIsSizedFromTheHeaderReusedAndReleased) {
 
 }  // namespace
 }  // namespace podshim::nri::test
+
+namespace podshim::nri::pb {
+namespace {
+
+// The ASCII fast path must not skip over a bad byte, whatever its offset in
+// an eight-byte word; results against a byte-by-byte reference.
+TEST(PbViewUtf8, AsciiWordsAndEveryOffsetOfABadByte) {
+  const std::string ascii = "io.kubernetes.cri.sandbox-id/0123456789";
+  EXPECT_TRUE(valid_utf8(ascii));
+  for (size_t at = 0; at <= ascii.size(); ++at) {
+    for (const std::string& bad : {std::string("\xff"), std::string("\xc3"), std::string("\xed\xa0\x80"),
+                                  std::string("\xc0\xaf")}) {
+      std::string s = ascii;
+      s.insert(at, bad);
+      EXPECT_FALSE(valid_utf8(s)) << "bad bytes at " << at;
+    }
+    std::string good = ascii;
+    good.insert(at, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");  // é € 😀
+    EXPECT_TRUE(valid_utf8(good)) << "good multibyte at " << at;
+  }
+}
+
+}  // namespace
+}  // namespace podshim::nri::pb
