@@ -128,16 +128,31 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
   }
   sync_.pod_count += page.pod_count;
   sync_.container_count += page.container_count;
+  // Each item is decoded once, here (decode_synchronize only split the
+  // page): the first bad one fails the page, what came before it stays
+  // stored (it is in the runtime's set; the next Synchronize settles it).
+  std::optional<Error> bad;
+  size_t pod_index = 0, ctr_index = 0;
   page.pods.for_each([&](std::string_view raw) {
     pb::PodSandboxView p;
-    if (!pb::decode_pod(raw, &p)) return;  // checked by decode_synchronize
+    const size_t i = pod_index++;
+    if (bad) return;
+    if (auto r = pb::decode_pod(raw, &p, 1); !r) {
+      bad = r.error().wrap(fmt::format("SynchronizeRequest.pods[{}]", i));
+      return;
+    }
     remember_pod(p);
     sync_.pods.emplace(p.uid);
     sync_.uid_by_sandbox.insert_or_assign(std::string(p.id), std::string(p.uid));
   });
   page.containers.for_each([&](std::string_view raw) {
     pb::ContainerView c;
-    if (!pb::decode_container(raw, &c)) return;
+    const size_t i = ctr_index++;
+    if (bad) return;
+    if (auto r = pb::decode_container(raw, &c, 1); !r) {
+      bad = r.error().wrap(fmt::format("SynchronizeRequest.containers[{}]", i));
+      return;
+    }
     auto it = sync_.uid_by_sandbox.find(c.pod_sandbox_id);
     if (it == sync_.uid_by_sandbox.end() && page.more) {
       // Its pod may be on a later page: stored now (no copy of its bytes
@@ -148,6 +163,7 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
     }
     sync_container(it == sync_.uid_by_sandbox.end() ? std::string_view() : std::string_view(it->second), c);
   });
+  if (bad) return Unexpected(std::move(*bad));
   if (!page.more) finish_synchronize();
   return {};
 }

@@ -500,7 +500,9 @@ CallResult Plugin::do_configure(std::string_view payload) {
 
 CallResult Plugin::do_synchronize(std::string_view payload) {
   pb::SynchronizeView page;
-  if (auto d = pb::decode_synchronize(payload, &page); !d) return bad_payload("Synchronize", d.error());
+  // A page handler decodes (and checks) every item itself.
+  if (auto d = pb::decode_synchronize(payload, &page, !handlers_.synchronize_by_page()); !d)
+    return bad_payload("Synchronize", d.error());
   const bool first = sync_first_page_;
   sync_first_page_ = !page.more;
   api::SynchronizeResponse resp;

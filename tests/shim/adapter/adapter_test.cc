@@ -297,6 +297,32 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   EXPECT_EQ(store->container_count(), 2u);
 }
 
+// podshimd splits a Synchronize page without checking its items
+// (decode_synchronize with check_items off) and the adapter decodes each
+// once: a bad item fails the page, naming it, and the daemon keeps going.
+TEST(NriAdapterSync, ABadItemFailsThePageAndNamesIt) {
+  auto store = core::Store::in_memory();
+  NriAdapter adapter(*store, nullptr, nullptr, nullptr, AdapterOptions{});
+  auto p1 = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  api::SynchronizeRequest page;
+  *page.add_pods() = p1;
+  *page.add_containers() = container(p1, "a", 64 * kMi, 256, 0);
+  auto bad = container(p1, "b", 64 * kMi, 256, 0);
+  bad.set_name(std::string("\xff\xfe", 2));  // not UTF-8
+  *page.add_containers() = bad;
+  const std::string b = page.SerializeAsString();
+  pb::SynchronizeView checked, split;
+  EXPECT_FALSE(pb::decode_synchronize(b, &checked)) << "the checking decoder refuses the page";
+  ASSERT_TRUE(pb::decode_synchronize(b, &split, /*check_items=*/false));
+  EXPECT_EQ(split.container_count, 2u);
+  api::SynchronizeResponse reply;
+  auto r = adapter.on_synchronize_page(split, true, &reply);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("SynchronizeRequest.containers[1]"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(store->container("a")) << "what came before the bad item is stored";
+  EXPECT_FALSE(store->container("b"));
+}
+
 // ---------------------------------------------------------------------------
 
 class AdapterE2E : public ::testing::Test {
