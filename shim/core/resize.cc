@@ -274,14 +274,18 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     if (!intent.pod_uid.empty() && c->pod_uid != intent.pod_uid)
       return reject(Error{EINVAL, fmt::format("container '{}' belongs to pod '{}', not '{}'", r.container_id,
                                               c->pod_uid, intent.pod_uid)});
-    Item it{*c, c->allocated, merge(c->desired, r.resources, r.remove), r.cpu_policy.value_or(c->cpu_policy),
-            r.memory_policy.value_or(c->memory_policy), false, false};
-    if (auto v = validate(fmt::format("container '{}'", c->id), it.next); !v) return reject(v.error());
+    Item it;
+    it.before = c->allocated;
+    it.next = merge(c->desired, r.resources, r.remove);
+    it.cpu_policy = r.cpu_policy.value_or(c->cpu_policy);
+    it.memory_policy = r.memory_policy.value_or(c->memory_policy);
+    it.c = std::move(*c);  // the store's copy is the item's: no second copy
+    if (auto v = validate(fmt::format("container '{}'", it.c.id), it.next); !v) return reject(v.error());
     // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
-    if (auto v = cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", c->id)); !v)
+    if (auto v = cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", it.c.id)); !v)
       return reject(v.error());
     // Removing a request or limit that is allocated can never be honoured.
-    const auto& a = c->allocated;
+    const auto& a = it.before;
     it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) ||
                  (a.cpu_limit_milli && !it.next.cpu_limit_milli) ||
                  (a.memory_request_bytes && !it.next.memory_request_bytes) ||

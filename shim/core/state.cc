@@ -424,12 +424,14 @@ Result<void> Store::upsert_container(Container c) {
     std::string j = json_string(c);
     PODSHIM_TRY(persist(kContainersDir, c.id, &j));
   }
+  // The per-pod index changes only with a new container or a new pod.
   if (it == containers_.end()) {
     it = containers_.emplace(c.id, Container{}).first;
+    index_add(c);
   } else if (it->second.pod_uid != c.pod_uid) {
     index_remove(it->second);
+    index_add(c);
   }
-  index_add(c);
   it->second = std::move(c);
   Event ev;
   ev.type = EventType::ContainerUpserted;

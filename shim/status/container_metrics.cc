@@ -72,8 +72,10 @@ class TimingActuator final : public core::Actuator {
     std::vector<std::pair<std::string, bool>> targets;
     for (const auto& t : req.containers) {
       bool lowers = false;
-      if (auto c = store_.container(t.id); c && c->allocated.memory_limit_bytes && t.desired.memory_limit_bytes) {
-        lowers = *t.desired.memory_limit_bytes < *c->allocated.memory_limit_bytes;
+      if (t.desired.memory_limit_bytes) {
+        store_.with_container(t.id, [&](const core::Container& c) {
+          lowers = c.allocated.memory_limit_bytes && *t.desired.memory_limit_bytes < *c.allocated.memory_limit_bytes;
+        });
       }
       targets.emplace_back(t.id, lowers);
     }
