@@ -133,26 +133,27 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
   // stored (it is in the runtime's set; the next Synchronize settles it).
   std::optional<Error> bad;
   size_t pod_index = 0, ctr_index = 0;
+  // Decodes one item into `view`; false (and `bad` set, naming the item)
+  // when it is malformed or an earlier one was.
+  auto decoded = [&](auto decode, std::string_view raw, auto* view, const char* field, size_t& index) {
+    const size_t i = index++;
+    if (bad) return false;
+    if (auto r = decode(raw, view, 1); !r) {
+      bad = r.error().wrap(fmt::format("SynchronizeRequest.{}[{}]", field, i));
+      return false;
+    }
+    return true;
+  };
   page.pods.for_each([&](std::string_view raw) {
     pb::PodSandboxView p;
-    const size_t i = pod_index++;
-    if (bad) return;
-    if (auto r = pb::decode_pod(raw, &p, 1); !r) {
-      bad = r.error().wrap(fmt::format("SynchronizeRequest.pods[{}]", i));
-      return;
-    }
+    if (!decoded(pb::decode_pod, raw, &p, "pods", pod_index)) return;
     remember_pod(p);
     sync_.pods.emplace(p.uid);
     sync_.uid_by_sandbox.insert_or_assign(std::string(p.id), std::string(p.uid));
   });
   page.containers.for_each([&](std::string_view raw) {
     pb::ContainerView c;
-    const size_t i = ctr_index++;
-    if (bad) return;
-    if (auto r = pb::decode_container(raw, &c, 1); !r) {
-      bad = r.error().wrap(fmt::format("SynchronizeRequest.containers[{}]", i));
-      return;
-    }
+    if (!decoded(pb::decode_container, raw, &c, "containers", ctr_index)) return;
     auto it = sync_.uid_by_sandbox.find(c.pod_sandbox_id);
     if (it == sync_.uid_by_sandbox.end() && page.more) {
       // Its pod may be on a later page: stored now (no copy of its bytes

@@ -256,8 +256,8 @@ struct ReadBack::Impl {
     auto [it, fresh] = entries.try_emplace(c.id);
     Entry& e = it->second;
     e.id = &it->first;
-    e.cgroup_path_hash = path_hash(c.cgroup_path);
-    e.state_hash = path_hash(c.state);
+    e.cgroup_path_hash = hash_of(c.cgroup_path);
+    e.state_hash = hash_of(c.state);
     e.allocated_hash = resources_hash(c.allocated);
     // What is allocated when podshim first sees a container is what the
     // runtime already wrote (Synchronize, CreateContainer): settled.
@@ -266,7 +266,7 @@ struct ReadBack::Impl {
     return e;
   }
 
-  static size_t path_hash(std::string_view p) { return std::hash<std::string_view>{}(p); }
+  static size_t hash_of(std::string_view p) { return std::hash<std::string_view>{}(p); }
   static size_t resources_hash(const K8sResources& r) {
     size_t h = 0;
     for (const auto& v : {r.cpu_request_milli, r.cpu_limit_milli, r.memory_request_bytes, r.memory_limit_bytes})
@@ -306,13 +306,13 @@ struct ReadBack::Impl {
     }
     Entry& e = it->second;
     bool read = false;
-    if (path_hash(c.cgroup_path) != e.cgroup_path_hash) {
+    if (hash_of(c.cgroup_path) != e.cgroup_path_hash) {
       drop_fds(e);
-      e.cgroup_path_hash = path_hash(c.cgroup_path);
+      e.cgroup_path_hash = hash_of(c.cgroup_path);
       read = true;
     }
-    if (path_hash(c.state) != e.state_hash) {
-      e.state_hash = path_hash(c.state);
+    if (hash_of(c.state) != e.state_hash) {
+      e.state_hash = hash_of(c.state);
       read = true;
     }
     if (resources_hash(c.allocated) != e.allocated_hash) {
