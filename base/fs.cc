@@ -77,23 +77,62 @@ Result<void> check_relative(std::string_view relpath) {
   return {};
 }
 
+namespace {
+
+// openat2 beneath dirfd: the fd, or -errno; -ENOSYS (and the other two
+// reasons to fall back, see below) when the walk must be used instead.
+long openat2_beneath(int dirfd, std::string_view relpath, int flags, mode_t mode) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  // NUL-terminated on the stack: cgroup paths are ~130 bytes, and this runs
+  // on every NRI UpdateContainer.
+  char small[512];
+  std::string big;
+  const char* p;
+  if (relpath.size() < sizeof small) {
+    std::memcpy(small, relpath.data(), relpath.size());
+    small[relpath.size()] = '\0';
+    p = small;
+  } else {
+    big.assign(relpath);
+    p = big.c_str();
+  }
+  long fd = sys_openat2(dirfd, p, &how);
+  return fd >= 0 ? fd : -errno;
+}
+
+// ENOSYS: kernel < 5.6; EPERM/E2BIG: a seccomp filter or an old container
+// runtime filtering the syscall. Fall back to the walk in all three.
+bool fall_back(long err) { return err == -ENOSYS || err == -EPERM || err == -E2BIG; }
+
+}  // namespace
+
 Result<UniqueFd> open_beneath(int dirfd, std::string_view relpath, int flags, mode_t mode) {
   PODSHIM_TRY(check_relative(relpath));
   if (!g_force_walk.load() && !g_openat2_missing.load()) {
-    open_how how{};
-    how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
-    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    std::string p(relpath);
-    long fd = sys_openat2(dirfd, p.c_str(), &how);
+    long fd = openat2_beneath(dirfd, relpath, flags, mode);
     if (fd >= 0) return UniqueFd(static_cast<int>(fd));
-    // ENOSYS: kernel < 5.6; EPERM/E2BIG: a seccomp filter or an old
-    // container runtime filtering the syscall. Fall back in all three.
-    if (errno != ENOSYS && errno != EPERM && errno != E2BIG)
+    if (!fall_back(fd)) {
+      errno = static_cast<int>(-fd);
       return fail_errno("opening '{}'", relpath);
-    if (errno == ENOSYS) g_openat2_missing.store(true);
+    }
+    if (fd == -ENOSYS) g_openat2_missing.store(true);
   }
   return walk_nofollow(dirfd, relpath, flags, mode);
+}
+
+int open_beneath_errno(int dirfd, std::string_view relpath, int flags) {
+  if (!check_relative(relpath)) return -EINVAL;
+  if (!g_force_walk.load() && !g_openat2_missing.load()) {
+    long fd = openat2_beneath(dirfd, relpath, flags, 0);
+    if (fd >= 0 || !fall_back(fd)) return static_cast<int>(fd);
+    if (fd == -ENOSYS) g_openat2_missing.store(true);
+  }
+  auto fd = walk_nofollow(dirfd, relpath, flags, 0);
+  if (!fd) return -(fd.error().code ? fd.error().code : EIO);
+  return fd->release();
 }
 
 Result<std::string> read_fd(int fd, size_t max) {

@@ -39,6 +39,10 @@ Result<void> check_relative(std::string_view relpath);
 // component, are refused with ELOOP.
 Result<UniqueFd> open_beneath(int dirfd, std::string_view relpath, int flags, mode_t mode = 0);
 
+// open_beneath() for hot paths where a missing file is an answer, not an
+// error: the fd (the caller closes it), or -errno, with no Error built.
+int open_beneath_errno(int dirfd, std::string_view relpath, int flags);
+
 // Forces the O_NOFOLLOW walk even where openat2 exists (tests of the fallback).
 void set_force_walk_for_testing(bool force);
 

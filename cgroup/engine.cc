@@ -580,6 +580,29 @@ struct Engine::Impl {
     return read_back(b->dir, f);
   }
 
+  Result<MemoryMax> read_memory_max(const std::string& path) {
+    auto loc = resolve_cgroup_path(path, opts.driver);
+    if (!loc) return wrap(loc, fmt::format("'{}'", path));
+    const std::string rel = loc->relpath.empty() ? std::string("memory.max") : loc->relpath + "/memory.max";
+    const int fd = fs::open_beneath_errno(root_fd.get(), rel, O_RDONLY);
+    // Not made yet, or removed (ENODEV: the kernel's answer on a removed
+    // cgroup's open files).
+    if (fd == -ENOENT || fd == -ENODEV) return MemoryMax{};
+    if (fd < 0) {
+      errno = -fd;
+      return fail_errno("opening '{}'", rel);
+    }
+    UniqueFd f(fd);
+    char buf[64];
+    ssize_t n;
+    do n = ::read(fd, buf, sizeof buf); while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == ENODEV) return MemoryMax{};
+    if (n < 0) return fail_errno("reading '{}'", rel);
+    auto v = parse_memory_max(str::trim(std::string_view(buf, static_cast<size_t>(n))));
+    if (!v) return wrap(v, fmt::format("'{}'", rel));
+    return MemoryMax{true, *v};
+  }
+
   Result<void> recover() { return journal().recover(root_fd.get()); }
 };
 
@@ -621,6 +644,7 @@ void Engine::resize(const PodResizeRequest& req, Done done) {
 Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) { return impl_->release(cgroup_paths); }
 Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
 Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
+Result<MemoryMax> Engine::read_memory_max(const std::string& p) { return impl_->read_memory_max(p); }
 Result<void> Engine::recover() { return impl_->recover(); }
 
 }  // namespace podshim::cgroup

@@ -134,6 +134,16 @@ struct Actual {
   std::string cpu_weight_raw, cpu_max_raw, memory_max_raw;
 };
 
+// memory.max of one cgroup, read alone: one open and one read, where
+// read_actual() reads six files (memory.stat among them, which the kernel
+// builds from every counter of the cgroup). The NRI UpdateContainer path only
+// asks whether a new limit lowers the one in force.
+struct MemoryMax {
+  bool exists = false;                   // false: no such cgroup (not made yet, or removed)
+  std::optional<uint64_t> limit_bytes;  // nullopt: "max"
+};
+
+
 // memory.events counters (cgroup v2 memory controller), or their deltas.
 struct MemoryEvents {
   uint64_t oom = 0, oom_kill = 0, high = 0, max = 0;
@@ -218,6 +228,7 @@ class Engine {
   // Kernel values of one cgroup; cpu request via the container formula.
   Result<Actual> read_actual(const std::string& cgroup_path);
   Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
+  Result<MemoryMax> read_memory_max(const std::string& cgroup_path);
   // Repairs state left by a crash: restores journaled memory.high clamps.
   Result<void> recover();
 

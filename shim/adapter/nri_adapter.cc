@@ -525,13 +525,14 @@ void NriActuator::apply_from_runtime(const core::Actuation& a, Done done) {
   std::vector<std::string> paths;
   auto needs_room = [&](const cgroup::ResizeTarget& t) -> Result<bool> {
     if (!t.desired.memory_limit_bytes || t.cgroup_path.empty()) return false;
-    auto actual = engine_.read_actual(t.cgroup_path);
-    if (!actual) {
-      // No cgroup (yet): nothing can be OOM-killed by the runtime's write.
-      if (actual.error().code == ENOENT) return false;
-      return wrap(actual, fmt::format("reading the cgroup of {}", t.id));
-    }
-    return !actual->memory_limit_bytes || *t.desired.memory_limit_bytes < *actual->memory_limit_bytes;
+    // memory.max alone: this runs on every UpdateContainer that carries a
+    // memory limit, and the full read-back (memory.stat among its files) is
+    // the read-back's job, not the update path's.
+    auto now = engine_.read_memory_max(t.cgroup_path);
+    if (!now) return wrap(now, fmt::format("reading the cgroup of {}", t.id));
+    // No cgroup (yet): nothing can be OOM-killed by the runtime's write.
+    if (!now->exists) return false;
+    return !now->limit_bytes || static_cast<uint64_t>(*t.desired.memory_limit_bytes) < *now->limit_bytes;
   };
   for (const auto& t : a.plan.containers) {
     auto n = needs_room(t);

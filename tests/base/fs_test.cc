@@ -66,6 +66,29 @@ TEST_P(FsTest, RefusesEscapes) {
   EXPECT_TRUE(r.error().code == ELOOP || r.error().code == ENOTDIR) << r.error().message;
 }
 
+// The errno form refuses exactly what open_beneath() refuses, and tells a
+// missing file from a refused one.
+TEST_P(FsTest, ErrnoFormRefusesTheSameEscapes) {
+  for (const char* bad : {"../outside/secret", "/etc/passwd", "b/../../outside/secret", "",
+                          "b//cpu.max", "./b/cpu.max", "escape/secret", "b/link"}) {
+    const int fd = open_beneath_errno(dir_.get(), bad, O_RDONLY);
+    EXPECT_LT(fd, 0) << "should refuse '" << bad << "'";
+    EXPECT_NE(fd, -ENOENT) << "'" << bad << "' refused as missing";
+    if (fd >= 0) ::close(fd);
+  }
+  EXPECT_EQ(open_beneath_errno(dir_.get(), "b/memory.max", O_RDONLY), -ENOENT);
+  EXPECT_EQ(open_beneath_errno(dir_.get(), "nope/memory.max", O_RDONLY), -ENOENT);
+  const int fd = open_beneath_errno(dir_.get(), "b/cpu.max", O_RDONLY);
+  ASSERT_GE(fd, 0) << -fd;
+  char buf[32] = {};
+  EXPECT_EQ(::read(fd, buf, sizeof buf - 1), 11);
+  EXPECT_STREQ(buf, "max 100000\n");
+  ::close(fd);
+  // A path longer than the stack buffer takes the heap copy.
+  std::string deep(600, 'x');
+  EXPECT_EQ(open_beneath_errno(dir_.get(), deep, O_RDONLY), -ENAMETOOLONG);
+}
+
 TEST_P(FsTest, WriteAttrDoesNotCreate) {
   auto r = write_attr_at(dir_.get(), "b/memory.max", "1");
   ASSERT_FALSE(r);

@@ -320,6 +320,29 @@ TEST_F(EngineTest, NoPlanJournalOnlyAClampOneAndStalePlanJournalsAreDropped) {
   EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
+TEST_F(EngineTest, ReadsMemoryMaxAlone) {
+  tree.add("kubepods/pod1/c1", "max", "max 100000", "100", 10 * kMi);
+  auto e = engine(options());
+  auto m = e->read_memory_max("/kubepods/pod1/c1");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->exists);
+  EXPECT_EQ(m->limit_bytes, std::nullopt);
+  tree.set("kubepods/pod1/c1", "memory.max", std::to_string(256 * kMi) + "\n");
+  m = e->read_memory_max("/kubepods/pod1/c1");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->exists);
+  EXPECT_EQ(m->limit_bytes, static_cast<uint64_t>(256 * kMi));
+  // Not made yet: an answer, not an error.
+  m = e->read_memory_max("/kubepods/pod1/c2");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_FALSE(m->exists);
+  // Garbage in the file is an error naming it.
+  tree.set("kubepods/pod1/c1", "memory.max", "lots");
+  m = e->read_memory_max("/kubepods/pod1/c1");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("kubepods/pod1/c1/memory.max"), std::string::npos) << m.error().message;
+}
+
 TEST_F(EngineTest, HostilePathsAndSymlinksRefused) {
   tree.add("kubepods/c1");
   std::filesystem::create_directories(tree.state() + "/../outside");
@@ -331,6 +354,7 @@ TEST_F(EngineTest, HostilePathsAndSymlinksRefused) {
     auto r = e->resize(req);
     EXPECT_FALSE(r) << p;
     EXPECT_FALSE(e->read_actual(p)) << p;
+    EXPECT_FALSE(e->read_memory_max(p)) << p;
   }
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), "max");
 }
