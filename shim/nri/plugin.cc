@@ -169,7 +169,7 @@ bool parse(std::string_view payload, M* m) {
   return m->ParseFromArray(payload.data(), static_cast<int>(payload.size()));
 }
 
-CallResult reply(const google::protobuf::Message& m) {
+CallResult reply(const google::protobuf::MessageLite& m) {
   CallResult r;
   m.SerializeToString(&r.payload);
   return r;

@@ -30,7 +30,7 @@ size_t varint_len(size_t v) {
 }
 
 // Encoded size of one element of a repeated message field (tag + length + body).
-size_t element_size(const google::protobuf::Message& m) {
+size_t element_size(const google::protobuf::MessageLite& m) {
   const size_t body = m.ByteSizeLong();
   return 1 + varint_len(body) + body;
 }

@@ -8,6 +8,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 #include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <nlohmann/json.hpp>
 
 #include "base/str.h"
@@ -111,6 +112,36 @@ bool fully_known(const google::protobuf::Message& m, std::string* path) {
     }
   }
   return true;
+}
+
+const google::protobuf::Descriptor* reflect_descriptor(std::string_view nri_full_name) {
+  return google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+      std::string(kReflectPackagePrefix) + std::string(nri_full_name));
+}
+
+std::unique_ptr<google::protobuf::Message> reflect_message(const google::protobuf::Descriptor* d) {
+  return std::unique_ptr<google::protobuf::Message>(
+      google::protobuf::MessageFactory::generated_factory()->GetPrototype(d)->New());
+}
+
+bool same_message(const google::protobuf::MessageLite& a, const google::protobuf::MessageLite& b, std::string* diff) {
+  if (a.GetTypeName() != b.GetTypeName()) {
+    *diff = a.GetTypeName() + " vs " + b.GetTypeName();
+    return false;
+  }
+  const auto* d = reflect_descriptor(a.GetTypeName());
+  if (!d) {
+    *diff = "no reflection copy of " + a.GetTypeName();
+    return false;
+  }
+  auto ra = reflect_message(d), rb = reflect_message(d);
+  if (!ra->ParseFromString(a.SerializeAsString()) || !rb->ParseFromString(b.SerializeAsString())) {
+    *diff = "reparse failed";
+    return false;
+  }
+  google::protobuf::util::MessageDifferencer md;
+  md.ReportDifferencesToString(diff);
+  return md.Compare(*ra, *rb);
 }
 
 }  // namespace podshim::nri::test

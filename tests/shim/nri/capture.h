@@ -4,10 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include <google/protobuf/message.h>
+
 #include "shim/nri/nri_api.pb.h"
 #include "shim/nri/ttrpc.pb.h"
 #include "shim/nri/wire.h"
@@ -40,5 +44,15 @@ Result<std::vector<CaptureMessage>> reassemble(const std::vector<CaptureFrame>& 
 // True when `m` and all its sub-messages have no unknown fields, i.e. our
 // .proto knows every field the peer sent. `path` names the first offender.
 bool fully_known(const google::protobuf::Message& m, std::string* path);
+
+// The reflection copy of nri_api.proto (podshimd's own is lite): its types
+// are named kReflectPackagePrefix + the NRI name.
+inline constexpr std::string_view kReflectPackagePrefix = "podshim_reflect.";
+const google::protobuf::Descriptor* reflect_descriptor(std::string_view nri_full_name);
+std::unique_ptr<google::protobuf::Message> reflect_message(const google::protobuf::Descriptor* d);
+
+// Field-by-field equality of two NRI messages of one type (through the
+// reflection copy); `diff` says what differs.
+bool same_message(const google::protobuf::MessageLite& a, const google::protobuf::MessageLite& b, std::string* diff);
 
 }  // namespace podshim::nri::test

@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include "shim/nri/simulator.h"
@@ -302,14 +301,15 @@ void compare_with_capture(const std::string& file, int minor) {
   EXPECT_EQ(ours[1].method(), "Synchronize");
   api::SynchronizeRequest our_sync;
   ASSERT_TRUE(our_sync.ParseFromString(ours[1].payload()));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(our_sync, their_sync));
+  std::string diff;
+  EXPECT_TRUE(same_message(our_sync, their_sync, &diff)) << diff;
   EXPECT_EQ(ours[2].method(), "CreateContainer");
   size_t their_cc = 0;
   while (theirs[their_cc].method() != "CreateContainer") their_cc++;
   api::CreateContainerRequest a, b;
   ASSERT_TRUE(a.ParseFromString(ours[2].payload()));
   ASSERT_TRUE(b.ParseFromString(theirs[their_cc].payload()));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b));
+  EXPECT_TRUE(same_message(a, b, &diff)) << diff;
 }
 
 TEST(SimulatorVsCapture, V08) { compare_with_capture("nri-v0.8.0-lifecycle.jsonl", 8); }
