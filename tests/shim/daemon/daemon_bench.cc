@@ -15,7 +15,9 @@
 // The fake cgroup root is put on a tmpfs (/dev/shm) when there is one: it
 // stands for cgroupfs, which is in memory; on ext4 every O_TRUNC rewrite of a
 // cgroup file starts writeback (auto_da_alloc) and made resizes wait for the
-// disk the other processes on the machine were using.
+// disk the other processes on the machine were using. The state dir stays on
+// the temp dir's disk, as /var/lib/podshim is: hooks-only mode's journal and
+// its compaction (Store::compact, every 4 MiB of changes) are in the figures.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -372,10 +374,19 @@ int main() {
   // Runs one phase and prints its figures with the CPU time per request of
   // podshimd and of this client.
   auto phase = [&](const char* what, int n, auto&& run) {
+    auto mono = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+    };
+    double m0 = mono();
+    int a0 = applied, p0 = in_progress;
     uint64_t s0 = task_cpu_ns(d.pid()), c0 = self_cpu_ns();
     Stats st{};
     bool ok = run(n, &st);
     uint64_t s1 = task_cpu_ns(d.pid()), c1 = self_cpu_ns();
+    // For matching a profile of podshimd (perf record -k CLOCK_MONOTONIC) to the phases.
+    if (getenv("PODSHIM_BENCH_PHASE_TIMES")) std::fprintf(stderr, "phase %.6f %.6f %s\n", m0, mono(), what);
     if (!ok) {
       std::printf("%-34s FAILED\n", what);
       all_ok = false;
@@ -384,6 +395,8 @@ int main() {
     std::printf("%-34s %9.0f req/s  median %8.1f us  p99 %8.1f us  cpu/req podshimd %5.1f us client %5.1f us\n", what,
                 st.rps, st.median_us, st.p99_us, static_cast<double>(s1 - s0) / 1000 / n,
                 static_cast<double>(c1 - c0) / 1000 / n);
+    if (applied + in_progress > a0 + p0)
+      std::printf("%-34s applied %d, in_progress %d\n", "", applied - a0, in_progress - p0);
   };
   auto seq = [&](auto&& f) {
     return [f](int n, Stats* st) mutable {
@@ -458,7 +471,12 @@ int main() {
   std::printf("-- resizes, concurrent: %d kept-alive connections, %d in flight on each\n", kConns, kDepth);
   phase("POST /v1/containers/{id}/resize", 2000, load(true, resize(true, 1)));
   std::printf("  list response size: %zu bytes\n", bytes);
-  std::printf("  resizes answered applied: %d, in_progress (memory decreases, settling after the reply): %d, of %d\n",
+  // in_progress: a memory decrease settling after the reply, or a resize
+  // queued behind an earlier one of the same cgroup (the engine runs one
+  // resize per cgroup at a time, in arrival order); both finish in
+  // lastResizeOutcome.
+  std::printf("  resizes answered applied: %d, in_progress (a memory decrease settling after the reply, or queued "
+              "behind one): %d, of %d\n",
               applied, in_progress, sent);
   long rss2 = rss_kib(d.pid());
   std::printf("podshimd RSS: %ld KiB idle, %ld KiB with %d containers, %ld KiB after the run\n", rss0, rss1,
