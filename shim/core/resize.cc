@@ -182,14 +182,14 @@ Result<ResizeResult> ResizeManager::sync_submit(ResizeIntent intent) {
   r.outcome = ResizeOutcome::InProgress;
   r.message = "resize in progress; its outcome follows in lastResizeOutcome";
   for (const auto& id : ids)
-    if (auto c = store_.container(id)) r.generations[id] = c->generation;
+    store_.with_container(id, [&](const Container& c) { r.generations[id] = c.generation; });
   return r;
 }
 
 Result<ResizeResult> ResizeManager::resize_container(const ContainerResize& req) {
   ResizeIntent in;
   in.source = IntentSource::Api;
-  if (auto c = store_.container(req.container_id)) in.pod_uid = c->pod_uid;
+  store_.with_container(req.container_id, [&](const Container& c) { in.pod_uid = c.pod_uid; });
   in.containers = {req};
   return sync_submit(std::move(in));
 }
