@@ -182,14 +182,14 @@ Result<ResizeResult> ResizeManager::sync_submit(ResizeIntent intent) {
   r.outcome = ResizeOutcome::InProgress;
   r.message = "resize in progress; its outcome follows in lastResizeOutcome";
   for (const auto& id : ids)
-    if (auto c = store_.container(id)) r.generations[id] = c->generation;
+    store_.with_container(id, [&](const Container& c) { r.generations[id] = c.generation; });
   return r;
 }
 
 Result<ResizeResult> ResizeManager::resize_container(const ContainerResize& req) {
   ResizeIntent in;
   in.source = IntentSource::Api;
-  if (auto c = store_.container(req.container_id)) in.pod_uid = c->pod_uid;
+  store_.with_container(req.container_id, [&](const Container& c) { in.pod_uid = c.pod_uid; });
   in.containers = {req};
   return sync_submit(std::move(in));
 }
@@ -338,16 +338,19 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   K8sResources new_total;
   if (!from_runtime) {
     // 3. The pod as it would be: siblings keep their allocated resources.
-    auto siblings = pod_uid.empty() ? std::vector<Container>{} : store_.containers_of(pod_uid);
+    // Only what admission reads of each sibling, not a copy of every
+    // container of the pod (its conditions, annotations, actual values).
     std::vector<K8sResources> old_pod, new_pod;
     std::vector<NamedResources> new_named;
-    for (const auto& s : siblings) {
-      old_pod.push_back(s.allocated);
-      auto fi = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
-      new_pod.push_back(fi != items.end() ? fi->next : s.allocated);
-      new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
+    if (!pod_uid.empty()) {
+      store_.for_each_container_of(pod_uid, [&](const Container& s) {
+        old_pod.push_back(s.allocated);
+        auto fi = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
+        new_pod.push_back(fi != items.end() ? fi->next : s.allocated);
+        new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
+      });
     }
-    if (siblings.empty()) {
+    if (old_pod.empty()) {
       for (const auto& it : items) {
         old_pod.push_back(it.c.allocated);
         new_pod.push_back(it.next);

@@ -313,6 +313,11 @@ Reply Api::get_containers(std::string_view id) {
     out += '\n';
     return raw_reply(200, std::move(out));
   }
+  // Repeated lists of an unchanged store (a poller, podshimctl get) copy the
+  // last one instead of writing every container's JSON again: ~0.5 ms of
+  // podshimd's CPU for 1000 containers, a copy a tenth of it.
+  const uint64_t seq = s->last_seq();
+  if (list_valid_ && list_seq_ == seq) return raw_reply(200, list_body_);
   out.reserve(s->container_count() * 600 + 16);
   out = "{\"items\":[";
   bool first = true;
@@ -322,6 +327,12 @@ Reply Api::get_containers(std::string_view id) {
     core::append_json(out, c);
   });
   out += "]}\n";
+  // Kept only when nothing changed while it was written (another thread may).
+  list_valid_ = s->last_seq() == seq;
+  if (list_valid_) {
+    list_seq_ = seq;
+    list_body_ = out;
+  }
   return raw_reply(200, std::move(out));
 }
 

@@ -63,6 +63,13 @@ class Api {
   Result<std::string> check_cgroup_path(std::string_view field, std::string_view path);
 
   ServerDeps deps_;
+  // The last full container list and the store's event sequence it was
+  // built at: every change to the store emits an event (Store::emit), so
+  // while last_seq() is unchanged the list is byte-for-byte what a rebuild
+  // would give. Loop thread only.
+  std::string list_body_;
+  uint64_t list_seq_ = 0;
+  bool list_valid_ = false;
 };
 
 }  // namespace podshim::status

@@ -214,6 +214,7 @@ struct Conn {
   UniqueFd fd;
   sd_event_source* io = nullptr;
   sd_event_source* timer = nullptr;
+  uint32_t armed = EPOLLIN | EPOLLRDHUP;  // the io source's events, as last set
   Peer peer;
   bool reserved_slot = false;  // counted against root's reserve
   Phase phase = Phase::Head;
@@ -254,6 +255,10 @@ void update_events(Conn* c) {
   // Reading stops while a reply is pending (pipelined requests wait in the
   // socket); a watch stream reads only to notice the peer hanging up.
   if (c->phase == Phase::Head || c->phase == Phase::Body || c->phase == Phase::Watch) ev |= EPOLLIN | EPOLLRDHUP;
+  // Each change is an epoll_ctl: a reply written at once leaves the mask as
+  // it was (two epoll_ctl per kept-alive request before).
+  if (ev == c->armed) return;
+  c->armed = ev;
   sd_event_source_set_io_events(c->io, ev);
 }
 
@@ -290,7 +295,8 @@ void respond(Conn* c, Reply&& r, bool close) {
   count_metric(impl, c->req, r.status);
   c->phase = close ? Phase::Closing : Phase::Reply;
   set_deadline(c, impl->opts.timeout);
-  update_events(c);
+  // No update_events here: every caller ends in flush(), which writes the
+  // reply now and asks for EPOLLOUT only for what the socket did not take.
 }
 
 void refuse(Conn* c, int status, std::string_view msg) { respond(c, error_reply(status, msg), true); }

@@ -49,11 +49,14 @@ class Daemon {
   explicit Daemon(std::string dir, std::vector<std::string> extra = {}) : dir_(std::move(dir)) {
     extra_ = std::move(extra);
   }
+  // The fake cgroup root elsewhere than <dir>/cg (the benchmark puts it on a
+  // tmpfs, as cgroupfs is in memory); set before start().
+  void set_cgroot(std::string root) { cgroot_ = std::move(root); }
   ~Daemon() { stop(SIGKILL); }
 
   std::string socket() const { return dir_ + "/s.sock"; }
   std::string state() const { return dir_ + "/state"; }
-  std::string cgroot() const { return dir_ + "/cg"; }
+  std::string cgroot() const { return cgroot_.empty() ? dir_ + "/cg" : cgroot_; }
   std::string log() const { return dir_ + "/daemon.log"; }
   pid_t pid() const { return pid_; }
 
@@ -120,6 +123,7 @@ class Daemon {
 
  private:
   std::string dir_;
+  std::string cgroot_;
   std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };

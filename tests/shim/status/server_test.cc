@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "shim/core/json_writer.h"
 #include "shim/core/metrics.h"
 #include "shim/core/resize.h"
 #include "shim/status/api.h"
@@ -442,6 +443,38 @@ TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderAndStrictHeaders) {
     EXPECT_NE(out.find(c.want), std::string::npos) << c.req << " -> " << out;
   }
   healthy();
+}
+
+// The container list is reused while the store is unchanged: every change,
+// through the API or straight into the store from another thread (as the NRI
+// handlers and the read-back do), shows in the next list, byte for byte what
+// a rebuild gives.
+TEST_F(ServerTest, RepeatedListFollowsEveryChange) {
+  start(opts());
+  register_c("a1");
+  auto first = req("GET", "/v1/containers");
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(req("GET", "/v1/containers").body, first.body);
+  register_c("a2");
+  auto second = req("GET", "/v1/containers");
+  EXPECT_NE(second.body.find("\"id\":\"a2\""), std::string::npos) << second.body;
+  auto c = store->container("a1");
+  ASSERT_TRUE(c);
+  c->state = "stopped-by-test";
+  ASSERT_TRUE(store->upsert_container(*c));
+  auto third = req("GET", "/v1/containers");
+  EXPECT_NE(third.body.find("stopped-by-test"), std::string::npos) << third.body;
+  std::string rebuilt = "{\"items\":[";
+  bool first_item = true;
+  store->for_each_container([&](const core::Container& x) {
+    if (!first_item) rebuilt += ',';
+    first_item = false;
+    core::append_json(rebuilt, x);
+  });
+  rebuilt += "]}\n";
+  EXPECT_EQ(third.body, rebuilt);
+  ASSERT_TRUE(store->remove_container("a2"));
+  EXPECT_EQ(req("GET", "/v1/containers").body.find("\"id\":\"a2\""), std::string::npos);
 }
 
 TEST(CanonicalPath, OneFormOrAnErrorNamingTheTarget) {
