@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 #include "base/fs.h"
 #include "base/log.h"
@@ -21,6 +22,7 @@ constexpr std::string_view kPodsDir = "pods";
 constexpr std::string_view kContainersDir = "containers";
 constexpr std::string_view kSuffix = ".json";
 constexpr std::string_view kJournal = "journal";
+constexpr std::string_view kJournalOld = "journal.old";
 
 bool id_char_ok(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -115,7 +117,16 @@ QosClass compute_qos(const std::vector<K8sResources>& containers) {
   return guaranteed ? QosClass::Guaranteed : QosClass::Burstable;
 }
 
-Store::~Store() = default;
+Store::~Store() { drain(); }
+
+void Store::drain() {
+  std::thread t;
+  {
+    std::lock_guard lk(mu_);
+    t = std::move(compactor_);
+  }
+  if (t.joinable()) t.join();
+}
 
 std::unique_ptr<Store> Store::in_memory() { return std::unique_ptr<Store>(new Store()); }
 
@@ -134,7 +145,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   auto j = fs::open_beneath(s->dirfd_.get(), kJournal, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (!j) return wrap(j, fmt::format("opening {}/{}", state_dir, kJournal));
   s->journal_ = std::move(*j);
-  PODSHIM_TRY(s->replay_journal());
+  // A compaction that a crash cut short left journal.old: older than journal.
+  if (faccessat(s->dirfd_.get(), std::string(kJournalOld).c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+    s->old_journal_ = true;
+    PODSHIM_TRY(s->replay_journal(kJournalOld));
+  }
+  PODSHIM_TRY(s->replay_journal(kJournal));
   // Start every run with the files up to date and an empty journal.
   PODSHIM_TRY(s->compact());
   return s;
@@ -143,9 +159,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
 // Journal records, one line each; ids are validated ([A-Za-z0-9_.-]) and the
 // JSON of an object has no raw newline:
 //   P <pod json>      C <container json>      p <uid>      c <id>
-Result<void> Store::replay_journal() {
-  auto text = fs::read_file_at(dirfd_.get(), kJournal, 1ull << 30);
-  if (!text) return wrap(text, "reading the state journal");
+Result<void> Store::replay_journal(std::string_view name) {
+  auto text = fs::read_file_at(dirfd_.get(), name, 1ull << 30);
+  if (!text) return wrap(text, fmt::format("reading the state journal {}", name));
   size_t pos = 0, line_no = 0;
   while (pos < text->size()) {
     ++line_no;
@@ -153,13 +169,13 @@ Result<void> Store::replay_journal() {
     if (nl == std::string::npos) {
       // A record cut short by a crash mid-write: the change it described was
       // never acknowledged.
-      load_warnings_.push_back(fmt::format("state journal: incomplete last record (line {}) ignored", line_no));
+      load_warnings_.push_back(fmt::format("state {}: incomplete last record (line {}) ignored", name, line_no));
       break;
     }
     std::string_view line(text->data() + pos, nl - pos);
     pos = nl + 1;
     auto bad = [&](std::string_view why) {
-      load_warnings_.push_back(fmt::format("state journal line {}: {}; ignored", line_no, why));
+      load_warnings_.push_back(fmt::format("state {} line {}: {}; ignored", name, line_no, why));
     };
     if (line.size() < 3 || line[1] != ' ') {
       bad("malformed record");
@@ -245,7 +261,88 @@ Result<void> Store::compact() {
   if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
   if (ftruncate(journal_.get(), 0) != 0) return fail_errno("emptying the state journal");
   journal_bytes_ = 0;
+  if (old_journal_) {
+    if (unlinkat(dirfd_.get(), std::string(kJournalOld).c_str(), 0) != 0 && errno != ENOENT)
+      return fail_errno("removing the state journal {}", kJournalOld);
+    old_journal_ = false;
+  }
   return {};
+}
+
+// What a background compaction writes: each changed object's file as it stood
+// when the journal was rotated (nullopt: removed).
+struct Store::Snapshot {
+  std::vector<std::pair<std::string, std::optional<std::string>>> files;
+  std::vector<std::string> pods, containers;  // made dirty again if it fails
+};
+
+// Runs on the compaction thread: only files, no member but the (constant)
+// directory fd.
+Result<void> Store::write_snapshot(const Snapshot& snap) const {
+  for (const auto& [rel, json] : snap.files) {
+    if (!json) {
+      if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) return fail_errno("removing state file {}", rel);
+      continue;
+    }
+    auto r = fs::write_file_atomic_at(dirfd_.get(), rel, *json, 0600, /*durable=*/false);
+    if (!r) return wrap(r, fmt::format("persisting {}", rel));
+  }
+  if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
+  // The files now hold everything journal.old did.
+  if (unlinkat(dirfd_.get(), std::string(kJournalOld).c_str(), 0) != 0 && errno != ENOENT)
+    return fail_errno("removing the state journal {}", kJournalOld);
+  return {};
+}
+
+bool Store::start_compaction() {
+  const std::string journal(kJournal), old(kJournalOld);
+  if (renameat(dirfd_.get(), journal.c_str(), dirfd_.get(), old.c_str()) != 0) return false;
+  auto j = fs::open_beneath(dirfd_.get(), kJournal, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (!j) {
+    // Put it back: the changes keep going to the one journal.
+    (void)renameat(dirfd_.get(), old.c_str(), dirfd_.get(), journal.c_str());
+    return false;
+  }
+  journal_ = std::move(*j);
+  journal_bytes_ = 0;
+  old_journal_ = true;
+  auto snap = std::make_shared<Snapshot>();
+  for (const auto& id : dirty_pods_) {
+    auto it = pods_.find(id);
+    snap->files.emplace_back(fmt::format("{}/{}{}", kPodsDir, id, kSuffix),
+                             it == pods_.end() ? std::nullopt : std::optional<std::string>(json_string(it->second)));
+    snap->pods.push_back(id);
+  }
+  for (const auto& id : dirty_containers_) {
+    auto it = containers_.find(id);
+    snap->files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix),
+                             it == containers_.end() ? std::nullopt
+                                                     : std::optional<std::string>(json_string(it->second)));
+    snap->containers.push_back(id);
+  }
+  dirty_pods_.clear();
+  dirty_containers_.clear();
+  compacting_ = true;
+  auto finish = [this, snap] {
+    auto r = write_snapshot(*snap);
+    std::lock_guard lk(mu_);
+    compacting_ = false;
+    if (r) {
+      old_journal_ = false;
+      return;
+    }
+    // journal.old stays, so a crash loses nothing; the next compaction runs
+    // in place and retries these objects.
+    dirty_pods_.insert(snap->pods.begin(), snap->pods.end());
+    dirty_containers_.insert(snap->containers.begin(), snap->containers.end());
+    log::warn("state: compacting the journal failed: {}", r.error().message);
+  };
+  try {
+    compactor_ = std::thread(finish);
+  } catch (const std::system_error&) {
+    finish();  // no thread to be had: in place
+  }
+  return true;
 }
 
 Result<void> Store::load() {
@@ -337,7 +434,11 @@ Result<void> Store::persist(std::string_view dir, std::string_view name, const s
 
 // Called once a change is in the map as well as in the journal.
 void Store::maybe_compact() {
-  if (!journal_ || journal_bytes_ < kJournalCompactBytes || batch_depth_ > 0) return;
+  if (!journal_ || journal_bytes_ < kJournalCompactBytes || batch_depth_ > 0 || compacting_) return;
+  if (compactor_.joinable()) compactor_.join();  // finished: compacting_ is false
+  // In the background, unless an earlier one failed (journal.old is still
+  // there: the files must catch up with it first, in place).
+  if (!old_journal_ && start_compaction()) return;
   if (auto r = compact(); !r) {
     // The journal still holds every change; the next change retries.
     log::warn("state: compacting the journal failed: {}", r.error().message);

@@ -31,6 +31,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "base/result.h"
@@ -194,7 +195,11 @@ struct Event {
 // journal (see persist()); replacing the object's file each time (a new inode,
 // a rename, and ext4's flush of the new data on rename, auto_da_alloc) was
 // about 85% of a status-socket resize. The files are rewritten, and the
-// journal emptied, when it passes kJournalCompactBytes and at open. Thread-safe; subscribers are called
+// journal emptied, at open and when it passes kJournalCompactBytes: then the
+// journal is renamed to <state_dir>/journal.old, a new one takes the changes
+// that follow, and a thread of its own writes the files and syncs them (for a
+// thousand changed containers that took the loop 0.9 s) before it removes
+// journal.old; open() replays journal.old, then journal. Thread-safe; subscribers are called
 // under the store's lock, in sequence order, and may read the store but must
 // not mutate it from the callback.
 class Store {
@@ -269,14 +274,22 @@ class Store {
   uint64_t subscribe(Subscriber fn);
   void unsubscribe(uint64_t handle);
 
+  // Waits for a compaction running in the background (tests; the destructor).
+  void drain();
+
   ~Store();
 
  private:
   Store() = default;
   Result<void> load();
-  Result<void> replay_journal();
+  Result<void> replay_journal(std::string_view name);
   Result<void> compact();
   void maybe_compact();
+  // Rotates the journal and starts the background compaction; false when it
+  // could not rotate (the caller compacts in place).
+  bool start_compaction();
+  struct Snapshot;
+  Result<void> write_snapshot(const Snapshot& snap) const;
   Result<void> persist(std::string_view dir, std::string_view name, const std::string* json);
   void emit(Event& ev);
 
@@ -284,6 +297,9 @@ class Store {
   UniqueFd dirfd_;  // invalid for in-memory stores
   UniqueFd journal_;  // <state_dir>/journal, O_APPEND
   uint64_t journal_bytes_ = 0;
+  std::thread compactor_;
+  bool compacting_ = false;       // compactor_ has not finished (under mu_)
+  bool old_journal_ = false;      // journal.old exists and is not yet in the files
   std::set<std::string, std::less<>> dirty_pods_, dirty_containers_;  // newer in the journal than on file
   std::map<std::string, Pod, std::less<>> pods_;
   std::map<std::string, Container, std::less<>> containers_;

@@ -45,7 +45,7 @@ const char* const kDaemon[] = {
     "syncfs",
     // CDI registry live refresh
     "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
-    // MHD and protobuf may create helper threads on some builds
+    // the state store's compaction thread (hooks-only mode, shim/core/state.cc)
     "clone", "clone3", "sched_getparam", "sched_setscheduler", "sched_getscheduler",
     // SELinux label read-back of container processes
     "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
