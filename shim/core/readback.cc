@@ -349,14 +349,19 @@ struct ReadBack::Impl {
     if (!e.dir) {
       auto loc = cgroup::resolve_cgroup_path(cgroup_path, opts.driver);
       if (!loc) return wrap(loc, fmt::format("cgroup path '{}'", cgroup_path));
-      auto d = fs::open_beneath(root_fd.get(), loc->relpath, O_RDONLY | O_DIRECTORY);
-      if (!d) return Unexpected(d.error());
+      // A cgroup not made yet (the read after CreateContainer, which comes
+      // before the runtime makes it) is the common answer here: no message
+      // is formatted for it, only counted (stats.gone).
+      const int fd = fs::open_beneath_errno(root_fd.get(), loc->relpath, O_RDONLY | O_DIRECTORY);
+      if (fd == -ENOENT) return Unexpected(Error{ENOENT, std::string()});
+      if (fd < 0) return fail_code(-fd, "opening cgroup '{}'", loc->relpath);
+      UniqueFd d(fd);
       if (dirs < dir_cap) {
-        e.dir = std::move(*d);
+        e.dir = std::move(d);
         ++dirs;
         dir = e.dir.get();
       } else {
-        tmp_dir = std::move(*d);
+        tmp_dir = std::move(d);
         dir = tmp_dir.get();
       }
     }
