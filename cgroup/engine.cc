@@ -574,10 +574,10 @@ struct Engine::Impl {
 
   WeightFormula container_formula() const { return opts.formulas ? opts.formulas->formula() : opts.formula; }
 
-  Result<Actual> read_actual(const std::string& path, WeightFormula f) {
+  Result<Actual> read_actual(const std::string& path, WeightFormula f, bool with_stat = true) {
     auto b = bind(path, path, false);
     if (!b) return Unexpected(b.error());
-    return read_back(b->dir, f);
+    return read_back(b->dir, f, with_stat);
   }
 
   Result<MemoryMax> read_memory_max(const std::string& path) {
@@ -645,6 +645,9 @@ Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) { ret
 Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
 Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
 Result<MemoryMax> Engine::read_memory_max(const std::string& p) { return impl_->read_memory_max(p); }
+Result<Actual> Engine::read_limits(const std::string& p) {
+  return impl_->read_actual(p, impl_->container_formula(), /*with_stat=*/false);
+}
 Result<void> Engine::recover() { return impl_->recover(); }
 
 }  // namespace podshim::cgroup

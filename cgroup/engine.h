@@ -229,6 +229,9 @@ class Engine {
   Result<Actual> read_actual(const std::string& cgroup_path);
   Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
   Result<MemoryMax> read_memory_max(const std::string& cgroup_path);
+  // read_actual() without memory.stat (anon, file and shmem stay 0): what a
+  // resize reports back once applied.
+  Result<Actual> read_limits(const std::string& cgroup_path);
   // Repairs state left by a crash: restores journaled memory.high clamps.
   Result<void> recover();
 

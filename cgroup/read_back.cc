@@ -5,7 +5,7 @@
 
 namespace podshim::cgroup {
 
-Result<Actual> read_back(const CgroupDir& d, WeightFormula f) {
+Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat) {
   Actual a;
   // The limits and requests, through each row's read-back (controllers.cc).
   for (const Controller& row : controllers()) {
@@ -18,15 +18,17 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f) {
   auto cur = d.read_u64("memory.current");
   if (!cur) return Unexpected(cur.error());
   a.memory_current = *cur;
-  auto st = d.read_keyed("memory.stat");
-  if (!st) return Unexpected(st.error());
   auto get = [](const auto& m, std::string_view k) {
     auto it = m.find(k);
     return it == m.end() ? uint64_t{0} : it->second;
   };
-  a.anon = get(*st, "anon");
-  a.file = get(*st, "file");
-  a.shmem = get(*st, "shmem");
+  if (with_stat) {
+    auto st = d.read_keyed("memory.stat");
+    if (!st) return Unexpected(st.error());
+    a.anon = get(*st, "anon");
+    a.file = get(*st, "file");
+    a.shmem = get(*st, "shmem");
+  }
   auto ev = d.read_keyed("memory.events");
   if (!ev) return Unexpected(ev.error());
   a.oom = get(*ev, "oom");

@@ -628,7 +628,7 @@ void NriActuator::apply_from_api(const core::Actuation& a, Done done) {
             return next(fail(EIO, "the runtime failed to update container {}", (*failed)[0].container_id()));
           // Confirmed: now the kernel must agree.
           for (const auto& t : targets) {
-            auto act = engine_.read_actual(t.cgroup_path);
+            auto act = engine_.read_limits(t.cgroup_path);
             if (!act) return next(Unexpected(act.error().wrap(fmt::format("reading back {}", t.id))));
             if (auto why = read_back_mismatch(t, *act); !why.empty()) return next(fail(EIO, "{}", why));
           }
@@ -638,7 +638,7 @@ void NriActuator::apply_from_api(const core::Actuation& a, Done done) {
 }
 
 Result<cgroup::Actual> NriActuator::read_actual(const std::string& cgroup_path) {
-  return engine_.read_actual(cgroup_path);
+  return engine_.read_limits(cgroup_path);
 }
 
 }  // namespace podshim::adapter

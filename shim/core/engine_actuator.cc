@@ -40,7 +40,7 @@ void EngineActuator::apply(const Actuation& a, Done done) {
 }
 
 Result<cgroup::Actual> EngineActuator::read_actual(const std::string& cgroup_path) {
-  return engine_->read_actual(cgroup_path);
+  return engine_->read_limits(cgroup_path);
 }
 
 }  // namespace podshim::core

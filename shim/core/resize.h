@@ -69,7 +69,8 @@ class Actuator {
   virtual ~Actuator() = default;
   // Calls `done` exactly once, inline or later from the loop.
   virtual void apply(const Actuation& a, Done done) = 0;
-  // Reads back what the kernel holds; ENOTSUP when this actuator cannot.
+  // Reads back what the kernel holds (limits, memory.current, memory.events;
+  // not memory.stat); ENOTSUP when this actuator cannot.
   virtual Result<cgroup::Actual> read_actual(const std::string& cgroup_path);
 };
 

@@ -102,6 +102,16 @@ TEST_F(EngineTest, AppliesAndReadsBack) {
   ASSERT_TRUE(a->cpu_request_milli);
   EXPECT_EQ(milli_cpu_to_weight(*a->cpu_request_milli, WeightFormula::Quadratic), 35u);
   EXPECT_EQ(a->memory_current, static_cast<uint64_t>(10 * kMi));
+  // The same without memory.stat: the limits and usage agree, anon is not read.
+  tree.set_stat("kubepods/pod1/c1", 7 * kMi, 3 * kMi, 0);
+  auto l = e->read_limits("/kubepods/pod1/c1");
+  ASSERT_TRUE(l) << l.error().message;
+  EXPECT_EQ(l->cpu_limit_milli, a->cpu_limit_milli);
+  EXPECT_EQ(l->memory_limit_bytes, a->memory_limit_bytes);
+  EXPECT_EQ(l->cpu_request_milli, a->cpu_request_milli);
+  EXPECT_EQ(l->memory_current, a->memory_current);
+  EXPECT_EQ(l->anon, 0u);
+  EXPECT_EQ(e->read_actual("/kubepods/pod1/c1")->anon, static_cast<uint64_t>(7 * kMi));
 
   // Re-running the same resize writes nothing.
   writes.clear();
