@@ -180,9 +180,7 @@ void Registry::update_file(size_t prio, const std::string& name, bool only_if_ch
   } else if (auto spec = load_spec(*data, *format); !spec) {
     f->error = fmt::format("failed to load CDI spec: {}", spec.error().message);
   } else {
-    auto kind = parse_kind(spec->kind);  // validated by load_spec
-    auto file = std::make_shared<SpecFile>(
-        SpecFile{file_path(prio, name), static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
+    auto file = std::make_shared<SpecFile>(SpecFile{file_path(prio, name), static_cast<int>(prio), std::move(*spec)});
     f->spec = std::move(file);
   }
   replace_file(prio, name, std::move(f));

@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -57,9 +58,14 @@ struct RegistryOptions {
 struct SpecFile {
   std::string path;  // dir + "/" + file name
   int priority = 0;  // index of its directory
-  std::string vendor;
-  std::string cls;
   Spec spec;
+  // The two halves of spec.kind (validated when loaded), read from it rather
+  // than stored twice in each of a registry's thousands of spec files.
+  std::string_view vendor() const { return std::string_view(spec.kind).substr(0, spec.kind.find('/')); }
+  std::string_view cls() const {
+    size_t slash = spec.kind.find('/');
+    return slash == std::string::npos ? std::string_view() : std::string_view(spec.kind).substr(slash + 1);
+  }
 };
 
 // The verdict for one candidate file seen by the last scan.

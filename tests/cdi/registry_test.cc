@@ -52,7 +52,9 @@ TEST(CdiRegistry, ScanRules) {
   EXPECT_TRUE(has_error(r, d + "/0-broken.yaml", "failed to load CDI spec"));
   EXPECT_TRUE(r.verdicts()[1].loaded);
   EXPECT_EQ(r.errors().size(), 1u);
-  EXPECT_EQ(r.specs().size(), 2u);
+  ASSERT_EQ(r.specs().size(), 2u);
+  EXPECT_EQ(r.specs()[0]->vendor(), "vendor.com");
+  EXPECT_EQ(r.specs()[0]->cls(), "gpu");
 }
 
 TEST(CdiRegistry, LaterDirectoryWinsEqualPriorityConflicts) {
