@@ -180,9 +180,7 @@ void Registry::update_file(size_t prio, const std::string& name, bool only_if_ch
   } else if (auto spec = load_spec(*data, *format); !spec) {
     f->error = fmt::format("failed to load CDI spec: {}", spec.error().message);
   } else {
-    auto kind = parse_kind(spec->kind);  // validated by load_spec
-    auto file = std::make_shared<SpecFile>(
-        SpecFile{file_path(prio, name), static_cast<int>(prio), kind->first, kind->second, std::move(*spec)});
+    auto file = std::make_shared<SpecFile>(SpecFile{file_path(prio, name), static_cast<int>(prio), std::move(*spec)});
     f->spec = std::move(file);
   }
   replace_file(prio, name, std::move(f));
@@ -195,7 +193,7 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   if (it != files.end()) {
     FileState* old = it->second.get();
     for (auto& qn : old->qualified()) {
-      auto& providers = names_[qn].providers;
+      auto& providers = name_state(qn).providers;
       std::erase_if(providers, [&](const Provider& p) { return p.file == old; });
       affected.push_back(std::move(qn));
     }
@@ -211,7 +209,7 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   if (added) {
     auto qualified = added->qualified();
     for (size_t i = 0; i < qualified.size(); i++) {
-      auto& providers = names_[qualified[i]].providers;
+      auto& providers = name_state(qualified[i]).providers;
       auto pos = std::upper_bound(providers.begin(), providers.end(), added,
                                   [](const FileState* f, const Provider& p) { return scan_before(*f, *p.file); });
       providers.insert(pos, Provider{added, i});
@@ -243,11 +241,67 @@ int Registry::scan_rules(const NameState& ns, F&& each) {
   return conflicted ? -1 : cur;
 }
 
+Registry::NameState& Registry::name_state(const std::string& qn) {
+  auto [it, fresh] = names_.try_emplace(qn);
+  if (fresh) {
+    it->second.key = &it->first;
+    it->second.hash = FlatHash{}(std::string_view(qn));
+    index_insert(&it->second);
+  }
+  return it->second;
+}
+
+size_t Registry::index_probe(uint64_t hash, const NameState* ns) const {
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i].ns && slots_[i].ns != ns) i = (i + 1) & mask;
+  return i;
+}
+
+void Registry::index_insert(NameState* ns) {
+  if (2 * (slots_used_ + 1) > slots_.size()) {
+    std::vector<NameSlot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, 2 * old.size()), NameSlot{});
+    for (const NameSlot& s : old)
+      if (s.ns) slots_[index_probe(s.hash, nullptr)] = s;
+  }
+  slots_[index_probe(ns->hash, nullptr)] = NameSlot{ns->hash, ns};
+  slots_used_++;
+}
+
+// Linear probing's deletion without tombstones: the entries after the hole,
+// up to the next empty slot, move back into it when their probe passed it.
+void Registry::index_erase(const NameState* ns) {
+  const size_t mask = slots_.size() - 1;
+  size_t hole = index_probe(ns->hash, ns);
+  if (!slots_[hole].ns) return;
+  slots_[hole] = NameSlot{};
+  slots_used_--;
+  for (size_t i = (hole + 1) & mask; slots_[i].ns; i = (i + 1) & mask) {
+    size_t home = slots_[i].hash & mask;
+    // Movable when its home is not in (hole, i], cyclically.
+    bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
+    if (stays) continue;
+    slots_[hole] = slots_[i];
+    slots_[i] = NameSlot{};
+    hole = i;
+  }
+}
+
+const Registry::NameState* Registry::index_find(std::string_view qn, uint64_t hash) const {
+  if (slots_.empty()) return nullptr;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask; slots_[i].ns; i = (i + 1) & mask)
+    if (slots_[i].hash == hash && *slots_[i].ns->key == qn) return slots_[i].ns;
+  return nullptr;
+}
+
 void Registry::recompute(const std::string& qn) {
   auto it = names_.find(qn);
   if (it == names_.end()) return;
   NameState& ns = it->second;
   if (ns.providers.empty()) {
+    index_erase(&ns);
     names_.erase(it);
     return;
   }
@@ -309,6 +363,8 @@ void Registry::refresh() {
   dirs_.clear();
   dirs_.resize(options_.spec_dirs.size());
   names_.clear();
+  slots_.clear();
+  slots_used_ = 0;
   // Watches first, so that a change made while the scan runs is reported
   // and read again later rather than missed. The directory jobs this
   // queues are what the scan below does.
@@ -354,13 +410,45 @@ std::map<std::string, std::vector<std::string>> Registry::errors() const {
 Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::vector<std::string>& names) const {
   std::vector<const NameState*> found;
   std::vector<std::string> unresolved;
+  // The request's distinct names and their hashes, each name's slot
+  // prefetched; then each slot read and the node it names prefetched, then
+  // each key; only then compared. The misses of all the names overlap
+  // instead of queueing one name's four behind the previous name's.
   FlatIndex<std::string_view, char> wanted(names.size());
-  found.reserve(names.size());
+  std::vector<const std::string*> distinct;
+  std::vector<uint64_t> hashes;
+  distinct.reserve(names.size());
+  hashes.reserve(names.size());
+  const size_t mask = slots_.empty() ? 0 : slots_.size() - 1;
   for (const auto& n : names) {
     if (!wanted.insert(n)) continue;  // a duplicate request counts once
-    auto it = names_.find(n);
-    if (it != names_.end() && it->second.winner >= 0) {
-      found.push_back(&it->second);
+    distinct.push_back(&n);
+    hashes.push_back(FlatHash{}(std::string_view(n)));
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hashes.back() & mask]);
+  }
+  std::vector<const NameState*> guess(distinct.size(), nullptr);
+  if (!slots_.empty()) {
+    for (size_t i = 0; i < distinct.size(); i++) {
+      for (size_t at = hashes[i] & mask; slots_[at].ns; at = (at + 1) & mask) {
+        if (slots_[at].hash != hashes[i]) continue;
+        guess[i] = slots_[at].ns;
+        __builtin_prefetch(guess[i]);
+        break;
+      }
+    }
+    for (const NameState* g : guess)
+      if (g) __builtin_prefetch(g->key->data());
+  }
+  found.reserve(distinct.size());
+  for (size_t i = 0; i < distinct.size(); i++) {
+    const std::string& n = *distinct[i];
+    // A guess is the first slot with the full hash; another name with that
+    // hash is found by the plain lookup.
+    const NameState* ns = guess[i] && *guess[i]->key == n ? guess[i] : index_find(n, hashes[i]);
+    if (ns && ns->winner >= 0) {
+      found.push_back(ns);
+      __builtin_prefetch(&ns->winner_spec->spec.edits);
+      __builtin_prefetch(&ns->winner_device->edits);
       continue;
     }
     auto q = parse_qualified_name(n);

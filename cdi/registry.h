@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -57,9 +58,14 @@ struct RegistryOptions {
 struct SpecFile {
   std::string path;  // dir + "/" + file name
   int priority = 0;  // index of its directory
-  std::string vendor;
-  std::string cls;
   Spec spec;
+  // The two halves of spec.kind (validated when loaded), read from it rather
+  // than stored twice in each of a registry's thousands of spec files.
+  std::string_view vendor() const { return std::string_view(spec.kind).substr(0, spec.kind.find('/')); }
+  std::string_view cls() const {
+    size_t slash = spec.kind.find('/');
+    return slash == std::string::npos ? std::string_view() : std::string_view(spec.kind).substr(slash + 1);
+  }
 };
 
 // The verdict for one candidate file seen by the last scan.
@@ -153,7 +159,27 @@ class Registry {
     // behind it (each a cache miss in a registry just loaded).
     const SpecFile* winner_spec = nullptr;
     const Device* winner_device = nullptr;
+    // Its key in names_ and that key's FlatHash, for the lookup index.
+    const std::string* key = nullptr;
+    uint64_t hash = 0;
   };
+  // The lookup side of names_: open addressing over one array of {hash,
+  // node}. std::unordered_map's find walks bucket → previous node → node →
+  // key, four dependent cache misses per name in a registry just loaded
+  // (a quarter of a 100-device injection); here a name's slot holds its full
+  // hash, so a lookup is the slot and then the node, and resolve_parts()
+  // looks all of a request's names up in passes that prefetch the next
+  // step for every name before taking it.
+  struct NameSlot {
+    uint64_t hash = 0;
+    NameState* ns = nullptr;  // null: empty
+  };
+  NameState& name_state(const std::string& qn);  // names_[qn], indexed
+  void index_insert(NameState* ns);
+  void index_erase(const NameState* ns);
+  // The slot holding `ns`, or where the probe for `hash` ends.
+  size_t index_probe(uint64_t hash, const NameState* ns) const;
+  const NameState* index_find(std::string_view qn, uint64_t hash) const;
   // Calls each(later, first, index in later) for every conflict of `ns`;
   // returns the winner's index, or -1.
   template <typename F>
@@ -190,6 +216,8 @@ class Registry {
   RegistryOptions options_;
   std::vector<DirState> dirs_;
   std::unordered_map<std::string, NameState> names_;
+  std::vector<NameSlot> slots_;  // a power of two, at most half full
+  size_t slots_used_ = 0;
   // Built on demand from the state above.
   mutable bool views_stale_ = true;
   mutable std::vector<FileVerdict> verdicts_;

@@ -531,7 +531,9 @@ class Decoder {
     for (const auto& [k, v] : j.items()) {
       std::string fp = p + "." + k;
       if (k == "name") d.name = string(v, fp);
-      else if (k == "annotations") d.annotations = string_map(v, fp);
+      else if (k == "annotations") {
+        if (auto m = string_map(v, fp); !m.empty()) d.annotations = std::move(m);
+      }
       else if (k == "containerEdits") d.edits = edits(v, fp);
     }
     return d;
@@ -545,7 +547,9 @@ class Decoder {
     for (const auto& [k, v] : j.items()) {
       if (k == "cdiVersion") s.version = string(v, k);
       else if (k == "kind") s.kind = string(v, k);
-      else if (k == "annotations") s.annotations = string_map(v, k);
+      else if (k == "annotations") {
+        if (auto m = string_map(v, k); !m.empty()) s.annotations = std::move(m);
+      }
       else if (k == "devices")
         array(v, k, [&](const json& x, const std::string& xp) { s.devices.push_back(device(x, xp)); });
       else if (k == "containerEdits") s.edits = edits(v, k);
@@ -652,8 +656,9 @@ Version minimum_required_version(const Spec& spec) {
   if (any([](const ContainerEdits& e) { return e.intel_rdt || !e.additional_gids.empty(); }))
     return {0, 7, 0};
   // 0.6.0: annotations anywhere, or a '.' in the class.
-  bool annotations = !spec.annotations.empty();
-  for (const auto& d : spec.devices) annotations = annotations || !d.annotations.empty();
+  auto any_annotations = [](const Annotations& a) { return a && !a->empty(); };
+  bool annotations = any_annotations(spec.annotations);
+  for (const auto& d : spec.devices) annotations = annotations || any_annotations(d.annotations);
   size_t slash = spec.kind.find('/');
   if (annotations || (slash != std::string::npos && slash > 0 &&
                       spec.kind.find('.', slash + 1) != std::string::npos))
@@ -731,9 +736,10 @@ namespace {
 // for Kubernetes-style annotations. We keep the part that matters for
 // safety: keys are non-empty and the total stays small (256 KiB, the
 // Kubernetes limit).
-Result<void> validate_annotations(const std::map<std::string, std::string>& a, std::string_view what) {
+Result<void> validate_annotations(const Annotations& a, std::string_view what) {
+  if (!a) return {};
   size_t total = 0;
-  for (const auto& [k, v] : a) {
+  for (const auto& [k, v] : *a) {
     if (k.empty()) return fail(EINVAL, "{}: empty annotation key", what);
     total += k.size() + v.size();
   }

@@ -103,16 +103,21 @@ struct ContainerEdits {
   void append(const ContainerEdits& o);
 };
 
+// Annotations (cdiVersion 0.6.0) are rare in spec files; boxed, an absent
+// map costs a pointer instead of an empty std::map's 48 bytes in each of a
+// registry's thousands of devices. Absent and empty mean the same.
+using Annotations = Boxed<std::map<std::string, std::string>>;
+
 struct Device {
   std::string name;
-  std::map<std::string, std::string> annotations;  // cdiVersion 0.6.0
+  Annotations annotations;  // cdiVersion 0.6.0
   ContainerEdits edits;
 };
 
 struct Spec {
   std::string version;  // cdiVersion as written ("1.0.0" or "v1.0.0")
   std::string kind;     // "vendor/class"
-  std::map<std::string, std::string> annotations;
+  Annotations annotations;
   std::vector<Device> devices;
   ContainerEdits edits;  // applied once per spec when any of its devices is injected
 };

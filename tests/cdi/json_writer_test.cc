@@ -77,6 +77,32 @@ TEST(CdiJsonWriter, RefusesWhatDumpThrowsOn) {
   }
 }
 
+// string() copies eight plain bytes at a time: a byte that needs care at
+// any offset of a longer string (inside a word, across a word boundary, in
+// the tail) must still be escaped, checked or refused as dump() does.
+TEST(CdiJsonWriter, EveryOffsetOfAByteThatNeedsCare) {
+  const std::string plain = "/var/lib/gpu/0123456789abcdef-x";
+  std::vector<std::string> specials = {"\"", "\\", "\x01", "\x1f", "\n", " ", "\x7f", "\xc3\xa9",
+                                       "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+  specials.push_back(std::string(1, '\0'));
+  for (const auto& sp : specials) {
+    for (size_t at = 0; at <= plain.size(); at++) {
+      std::string s = plain.substr(0, at) + sp + plain.substr(at);
+      SCOPED_TRACE(json(s).dump() + " at " + std::to_string(at));
+      for (int indent : {-1, 2}) EXPECT_EQ(written(json(s), indent), json(s).dump(indent));
+    }
+  }
+  for (const std::string bad : {"\x80", "\xc3", "\xff", "\xe2\x82"}) {
+    for (size_t at = 0; at <= plain.size(); at++) {
+      std::string s = plain.substr(0, at) + bad + plain.substr(at);
+      JsonWriter w(-1);
+      w.string(s);
+      EXPECT_FALSE(w.ok()) << at;
+      EXPECT_EQ(w.bad_string(), s);
+    }
+  }
+}
+
 TEST(CdiJsonWriter, OwnFieldsAndOverride) {
   for (int indent : {-1, 2}) {
     json doc = {{"list", json::array({1, 2})}, {"other", json::array({3})}};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "cdi/registry.h"
 #include "tests/cdi/cdi_test_util.h"
@@ -51,7 +52,9 @@ TEST(CdiRegistry, ScanRules) {
   EXPECT_TRUE(has_error(r, d + "/0-broken.yaml", "failed to load CDI spec"));
   EXPECT_TRUE(r.verdicts()[1].loaded);
   EXPECT_EQ(r.errors().size(), 1u);
-  EXPECT_EQ(r.specs().size(), 2u);
+  ASSERT_EQ(r.specs().size(), 2u);
+  EXPECT_EQ(r.specs()[0]->vendor(), "vendor.com");
+  EXPECT_EQ(r.specs()[0]->cls(), "gpu");
 }
 
 TEST(CdiRegistry, LaterDirectoryWinsEqualPriorityConflicts) {
@@ -329,6 +332,51 @@ TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
   }
   settle(r);
   expect_same_as_full_scan(r, o);
+}
+
+// The name lookup is an open-addressing index kept next to the names: names
+// that come and go in numbers (hundreds of names, files removed and written
+// again through live refresh, the index growing and deleting in clusters)
+// must resolve exactly as in a registry scanned afresh, one at a time and
+// all in one request, and removed names must not resolve.
+TEST(CdiRegistry, ManyNamesComeAndGoThroughLiveRefresh) {
+  TempDir t;
+  std::string d = t.sub("etc");
+  auto o = opts({d});
+  Registry r(o);
+  ASSERT_TRUE(r.watch(nullptr));
+  uint32_t seed = 7;
+  auto rnd = [&](uint32_t n) {
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) % n;
+  };
+  auto spec = [](int f, int gen) {
+    std::string s = "cdiVersion: 0.5.0\nkind: vendor.com/gpu\ndevices:\n";
+    for (int k = 0; k < 8; k++)
+      s += fmt::format("- name: f{}-g{}-d{}\n  containerEdits:\n    env: [DEV=f{}-{}]\n", f, gen % 3, k, f, k);
+    return s;
+  };
+  std::set<std::string> ever;
+  for (int f = 0; f < 40; f++) write_file(fmt::format("{}/f{:02}.yaml", d, f), spec(f, 0));
+  for (int round = 0; round < 8; round++) {
+    SCOPED_TRACE(round);
+    for (int k = 0; k < 12; k++) {
+      int f = static_cast<int>(rnd(40));
+      std::string file = fmt::format("{}/f{:02}.yaml", d, f);
+      if (rnd(3) == 0) std::filesystem::remove(file);
+      else write_file(file, spec(f, static_cast<int>(rnd(3))));
+    }
+    settle(r);
+    Registry full(o);
+    full.refresh();
+    auto names = full.devices();
+    EXPECT_EQ(r.devices(), names);
+    ever.insert(names.begin(), names.end());
+    for (const auto& n : ever) EXPECT_EQ(static_cast<bool>(r.resolve({n})), static_cast<bool>(full.resolve({n}))) << n;
+    auto a = r.resolve(names), b = full.resolve(names);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->env, b->env);
+  }
 }
 
 // Counts parses through RegistryOptions::on_parse: a live refresh parses

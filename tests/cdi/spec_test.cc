@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "base/fs.h"
 #include "cdi/spec.h"
@@ -165,6 +166,39 @@ TEST(CdiParse, NullMeansAbsent) {
                      Format::Json);
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_FALSE(s->devices[0].edits.intel_rdt);
+}
+
+// Annotations are kept only when present (Annotations is boxed): an empty
+// or null map is no annotation for the version rule, and the checks still
+// see every key of a present one, at spec and at device level.
+TEST(CdiParse, AnnotationsPresentAbsentAndChecked) {
+  auto spec = [](const std::string& version, const std::string& spec_ann, const std::string& dev_ann) {
+    return fmt::format(R"({{"cdiVersion":"{}","kind":"aa/bb","annotations":{},
+      "devices":[{{"name":"d","annotations":{},"containerEdits":{{"env":["A=1"]}}}}]}})",
+                       version, spec_ann, dev_ann);
+  };
+  auto ok = load_spec(spec("0.3.0", "{}", "null"), Format::Json);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_FALSE(ok->annotations);
+  EXPECT_FALSE(ok->devices[0].annotations);
+  auto with = load_spec(spec("0.6.0", R"({"a":"1"})", R"({"b":"2","c":"3"})"), Format::Json);
+  ASSERT_TRUE(with) << with.error().message;
+  ASSERT_TRUE(with->devices[0].annotations);
+  EXPECT_EQ(with->devices[0].annotations->at("c"), "3");
+  EXPECT_EQ(with->annotations->size(), 1u);
+  auto too_old = load_spec(spec("0.5.0", "{}", R"({"b":"2"})"), Format::Json);
+  ASSERT_FALSE(too_old);
+  EXPECT_NE(too_old.error().message.find("at least v0.6.0"), std::string::npos) << too_old.error().message;
+  for (auto [s_ann, d_ann, want] : {std::tuple{R"({"":"x"})", "{}", "spec: empty annotation key"},
+                                    std::tuple{"{}", R"({"":"x"})", "device \"d\": empty annotation key"}}) {
+    auto bad = load_spec(spec("0.6.0", s_ann, d_ann), Format::Json);
+    ASSERT_FALSE(bad) << s_ann << d_ann;
+    EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
+  }
+  std::string big(300 * 1024, 'v');
+  auto large = load_spec(spec("0.6.0", "{}", R"({"k":")" + big + R"("})"), Format::Json);
+  ASSERT_FALSE(large);
+  EXPECT_NE(large.error().message.find("larger than 256 KiB"), std::string::npos) << large.error().message;
 }
 
 TEST(CdiParse, HostileInputIsAnErrorNotACrash) {
