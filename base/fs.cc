@@ -160,6 +160,22 @@ Result<std::string> read_file_at(int dirfd, std::string_view relpath, size_t max
   return data;
 }
 
+Result<std::string> read_attr_at(int dirfd, std::string_view relpath, size_t max) {
+  auto fd = open_beneath(dirfd, relpath, O_RDONLY);
+  if (!fd) return Unexpected(fd.error());
+  char buf[4096];
+  ssize_t n;
+  do n = ::read(fd->get(), buf, sizeof buf); while (n < 0 && errno == EINTR);
+  if (n < 0) return fail_errno("reading '{}'", relpath);
+  if (static_cast<size_t>(n) > max) return fail(EFBIG, "'{}': file is larger than the {} bytes allowed", relpath, max);
+  std::string out(buf, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) < sizeof buf) return out;
+  auto rest = read_fd(fd->get(), max - out.size());
+  if (!rest) return wrap(rest, fmt::format("'{}'", relpath));
+  out += *rest;
+  return out;
+}
+
 Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view data) {
   auto fd = open_beneath(dirfd, relpath, O_WRONLY | O_TRUNC);
   if (!fd) return Unexpected(fd.error());

@@ -50,6 +50,13 @@ void set_force_walk_for_testing(bool force);
 Result<std::string> read_file_at(int dirfd, std::string_view relpath,
                                  size_t max = kDefaultMaxRead);
 
+// read_file_at() for kernel attribute files (cgroupfs, sysfs): a read that
+// returns less than was asked is taken as the end, with no second read(2)
+// to see 0. The kernel's seq_file fills a read until the buffer is full or
+// the file ends (fs/seq_file.c, seq_read_iter), and a regular file (the fake
+// trees of tests) returns short only at its end.
+Result<std::string> read_attr_at(int dirfd, std::string_view relpath, size_t max = kDefaultMaxRead);
+
 // Reads an already-open fd from its current offset to EOF, at most max bytes.
 Result<std::string> read_fd(int fd, size_t max = kDefaultMaxRead);
 

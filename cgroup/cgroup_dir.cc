@@ -26,7 +26,7 @@ Result<CgroupDir> CgroupDir::open(int root_fd, std::string_view relpath) {
 
 Result<std::string> CgroupDir::read(std::string_view attr) const {
   PODSHIM_TRY(check_attr(attr));
-  auto r = fs::read_file_at(fd_.get(), attr, 1 << 16);
+  auto r = fs::read_attr_at(fd_.get(), attr, 1 << 16);
   if (!r) return wrap(r, fmt::format("cgroup '{}'", relpath_));
   return r;
 }

@@ -89,6 +89,23 @@ TEST_P(FsTest, ErrnoFormRefusesTheSameEscapes) {
   EXPECT_EQ(open_beneath_errno(dir_.get(), deep, O_RDONLY), -ENAMETOOLONG);
 }
 
+TEST_P(FsTest, ReadAttrTakesAShortReadAsTheEnd) {
+  auto r = read_attr_at(dir_.get(), "b/cpu.max");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, "max 100000\n");
+  // Longer than one read: the rest is read to the end.
+  std::string big;
+  for (int i = 0; i < 1000; ++i) big += "line " + std::to_string(i) + "\n";
+  write_host("a/b/memory.stat", big);
+  r = read_attr_at(dir_.get(), "b/memory.stat");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, big);
+  r = read_attr_at(dir_.get(), "b/memory.stat", 100);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EFBIG);
+  EXPECT_FALSE(read_attr_at(dir_.get(), "b/link"));
+}
+
 TEST_P(FsTest, WriteAttrDoesNotCreate) {
   auto r = write_attr_at(dir_.get(), "b/memory.max", "1");
   ASSERT_FALSE(r);
