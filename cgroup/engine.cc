@@ -277,9 +277,19 @@ struct Engine::Impl {
     if (r) {
       // memory.events deltas over the op and its settle periods.
       for (const auto& b : op->bound) {
+        std::optional<MemoryEvents> now;
+        if (op->req.mode == WriteMode::All) {
+          // One read-back gives the caller the values written and these
+          // counters (ReclaimOnly: the runtime has not written yet).
+          if (auto a = read_back(b.dir, container_formula(), /*with_stat=*/false)) {
+            now = MemoryEvents{a->oom, a->oom_kill, a->events_high, a->events_max};
+            op->rep.after[b.id] = std::move(*a);
+          }
+        }
         auto before = op->ev_before.find(b.id);
         if (before == op->ev_before.end()) continue;
-        auto now = read_events(b);
+        if (!now)
+          if (auto ev = read_events(b)) now = *ev;
         if (!now) continue;
         auto d = [](uint64_t a, uint64_t z) { return a > z ? a - z : uint64_t{0}; };
         op->rep.events[b.id] = MemoryEvents{d(now->oom, before->second.oom), d(now->oom_kill, before->second.oom_kill),

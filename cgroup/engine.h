@@ -156,6 +156,10 @@ struct ResizeReport {
   // Per target id: memory.events deltas over the operation and the settle
   // period after it. A resize with an oom_kill here is never plainly applied.
   std::map<std::string, MemoryEvents> events;
+  // WriteMode::All: what each target's cgroup holds once written (read_limits:
+  // the limits, memory.current, memory.events; not memory.stat), by target
+  // id, read through the op's own directory fd at its end.
+  std::map<std::string, Actual> after;
   // Highest memory PSI avg10 seen while shrinking (percent), and the usage
   // growth rate measured while reclaiming (bytes/s, negative: shrinking).
   double psi_some_avg10 = 0, psi_full_avg10 = 0;

@@ -588,6 +588,7 @@ void NriActuator::apply_from_api(const core::Actuation& a, Done done) {
       before.steps.insert(before.steps.end(), r->steps.begin(), r->steps.end());
       before.bytes_reclaimed += r->bytes_reclaimed;
       for (const auto& [id, e] : r->events) before.events[id] = e;
+      for (auto& [id, a] : r->after) before.after[id] = std::move(a);
       before.duration += r->duration;
       done(std::move(before));
     });

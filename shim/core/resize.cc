@@ -592,7 +592,10 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     // The runtime writes after podshim answers it: read back at its
     // PostUpdateContainer instead (shim/adapter).
     if (!from_runtime) {
-      if (auto ra = actuator_.read_actual(it.c.cgroup_path)) a = *ra;
+      if (auto w = rep->after.find(it.c.id); w != rep->after.end())
+        a = w->second;  // read by the engine at the end of its write
+      else if (auto ra = actuator_.read_actual(it.c.cgroup_path))
+        a = *ra;
     }
     change(it, [&](Container& c) {
       c.allocated = it.next;
@@ -612,8 +615,11 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   if (f->pod_planned && f->pod) {
     (void)store_.update_pod(f->pod->uid, [&](Pod& p) {
       if (f->pod_resources) p.resources = *f->pod_resources;
-      if (!from_runtime)
-        if (auto a = actuator_.read_actual(p.cgroup_path)) p.actual = to_actual(*a);
+      if (from_runtime) return;
+      if (auto w = rep->after.find(f->pod->uid); w != rep->after.end())
+        p.actual = to_actual(w->second);
+      else if (auto a = actuator_.read_actual(p.cgroup_path))
+        p.actual = to_actual(*a);
     });
   }
   if (!kill_msg.empty()) {

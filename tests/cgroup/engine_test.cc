@@ -94,6 +94,11 @@ TEST_F(EngineTest, AppliesAndReadsBack) {
   ASSERT_EQ(r->steps.size(), 3u);
   EXPECT_EQ(r->steps[0].file, "memory.max");
   EXPECT_EQ(r->steps[0].before, "max");
+  // What the cgroup holds once written, read at the end of the op.
+  ASSERT_EQ(r->after.count("c1"), 1u);
+  EXPECT_EQ(r->after.at("c1").cpu_limit_milli, 500);
+  EXPECT_EQ(r->after.at("c1").memory_limit_bytes, 256 * kMi);
+  EXPECT_EQ(r->after.at("c1").memory_current, static_cast<uint64_t>(10 * kMi));
 
   auto a = e->read_actual("/kubepods/pod1/c1");
   ASSERT_TRUE(a) << a.error().message;
@@ -738,6 +743,7 @@ TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
   for (const auto& w : writes)
     EXPECT_TRUE(w.find(":memory.high=") != std::string::npos || w.find(":memory.reclaim=") != std::string::npos) << w;
   EXPECT_FALSE(journaled(tree.state()).empty()) << "no clamp journaled";
+  EXPECT_TRUE(r->after.empty()) << "nothing is read back before the runtime writes";
   // What podshim reclaimed to make room counts, though memory.max is the
   // runtime's write (the operator sees the reclaim in podshim_bytes_reclaimed).
   EXPECT_EQ(r->bytes_reclaimed, 80 * kMi);
