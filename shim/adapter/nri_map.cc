@@ -50,6 +50,20 @@ core::QosClass qos_from_cgroup_parent(const std::string& parent) {
   return core::QosClass::Guaranteed;
 }
 
+namespace {
+
+// A wire map into a model map, sized exactly: one pass to count its bytes,
+// one to insert. Map semantics: the last entry with a key wins (protobuf
+// encoding spec, Maps).
+void fill(core::StringMap& out, const pb::StringMapView& wire) {
+  size_t bytes = 0;
+  wire.for_each([&](std::string_view k, std::string_view v) { bytes += core::StringMap::bytes_for(k, v); });
+  out.reset(bytes);
+  wire.for_each([&](std::string_view k, std::string_view v) { out.insert_or_assign(k, v); });
+}
+
+}  // namespace
+
 Result<void> assign_pod_from_nri(const pb::PodSandboxView& p, core::Pod* pod) {
   PODSHIM_TRY(core::validate_id("pod uid", p.uid));
   pod->uid = p.uid;
@@ -59,15 +73,8 @@ Result<void> assign_pod_from_nri(const pb::PodSandboxView& p, core::Pod* pod) {
   pod->cgroup_path = p.cgroup_parent;
   pod->qos = qos_from_cgroup_parent(pod->cgroup_path);
   pod->resources = p.has_pod_resources ? resources_from_nri(p.pod_resources) : cgroup::K8sResources{};
-  // Map semantics: the last entry with a key wins (protobuf encoding spec, Maps).
-  pod->annotations.clear();
-  p.annotations.for_each([&](std::string_view k, std::string_view v) {
-    pod->annotations.insert_or_assign(std::string(k), std::string(v));
-  });
-  pod->labels.clear();
-  p.labels.for_each([&](std::string_view k, std::string_view v) {
-    pod->labels.insert_or_assign(std::string(k), std::string(v));
-  });
+  fill(pod->annotations, p.annotations);
+  fill(pod->labels, p.labels);
   pod->source = core::Source::Nri;
   return {};
 }
@@ -159,10 +166,7 @@ Result<void> assign_container_from_nri(std::string_view pod_uid, const pb::Conta
     c->desired = ctr.has_resources ? resources_from_nri(ctr.resources) : cgroup::K8sResources{};
     c->allocated = c->desired;
   }
-  c->annotations.clear();
-  ctr.annotations.for_each([&](std::string_view k, std::string_view v) {
-    c->annotations.insert_or_assign(std::string(k), std::string(v));
-  });
+  fill(c->annotations, ctr.annotations);
   c->source = core::Source::Nri;
   return {};
 }

@@ -57,15 +57,31 @@ StringMap::const_iterator StringMap::find(std::string_view key) const {
 }
 
 void StringMap::set(std::string_view key, std::string_view value) {
+  // A key or value viewing this map's own buffer (m.set(k, *m.get(k2)))
+  // would move under the insert below: copy it out first.
+  auto inside = [&](std::string_view v) {
+    return !v.empty() && v.data() >= buf_.data() && v.data() < buf_.data() + buf_.size();
+  };
+  if (inside(key) || inside(value)) {
+    const std::string k(key), v(value);
+    return set(k, v);
+  }
   bool found = false;
   const size_t off = lower_bound(key, &found);
-  std::string entry;
-  entry.reserve(8 + key.size() + value.size());
-  put(entry, key, value);
-  if (found)
-    buf_.replace(off, entry_size(buf_.data() + off), entry);
-  else
-    buf_.insert(off, entry);
+  // In place: no temporary entry (this runs for every annotation and label
+  // of every container a Synchronize brings).
+  const size_t need = 8 + key.size() + value.size();
+  const size_t old = found ? entry_size(buf_.data() + off) : 0;
+  if (need > old)
+    buf_.insert(off + old, need - old, '\0');
+  else if (need < old)
+    buf_.erase(off + need, old - need);
+  const uint32_t kl = len32(key), vl = len32(value);
+  char* p = buf_.data() + off;
+  std::memcpy(p, &kl, 4);
+  std::memcpy(p + 4, &vl, 4);
+  std::memcpy(p + 8, key.data(), key.size());
+  std::memcpy(p + 8 + key.size(), value.data(), value.size());
 }
 
 bool StringMap::erase(std::string_view key) {

@@ -93,6 +93,14 @@ class StringMap {
   bool empty() const { return buf_.empty(); }
   size_t size() const;
   void clear() { buf_.clear(); }
+  // Drops the entries and their buffer, and makes room for `bytes` (see
+  // bytes_for()): a map filled from a wire map gets no growth slack.
+  void reset(size_t bytes) {
+    std::string().swap(buf_);
+    buf_.reserve(bytes);
+  }
+  // What an entry of key `k` and value `v` takes in the buffer.
+  static size_t bytes_for(std::string_view k, std::string_view v) { return 8 + k.size() + v.size(); }
 
   const_iterator find(std::string_view key) const;
   bool contains(std::string_view key) const { return find(key) != end(); }
