@@ -134,6 +134,9 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       if (!msg.oversized) msg.body = std::move(body_);
       in_body_ = false;
       auto r = sink(std::move(msg));
+      // A failed sink may have destroyed this decoder with its owner (a
+      // transport whose handler closed the connection): touch nothing.
+      if (!r) return r;
       // The buffer comes back unless the sink kept it: reused for the next
       // message, or released after a large one (one big Synchronize page
       // must not pin megabytes for the life of the connection).
@@ -142,7 +145,6 @@ Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
       // swap, not assignment: move-assigning a short string keeps the
       // destination's buffer in libstdc++.
       if (body_.capacity() > kRetainCapacity) std::string().swap(body_);
-      PODSHIM_TRY(std::move(r));
     }
   }
   return {};

@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <new>
+
 #include <gtest/gtest.h>
 
 #include "shim/nri/simulator.h"
@@ -147,6 +150,30 @@ TEST(Wire, DecoderNeverAllocatesWhatAHeaderClaims) {
   ASSERT_TRUE(d.feed(hdr + std::string(100, 'a'), [&](TtrpcMessage&&) -> Result<void> { got++; return {}; }));
   EXPECT_EQ(got, 0);
   EXPECT_LT(d.buffered_capacity(), 4096u) << "buffer grows with bytes received, not the claim";
+}
+
+// The transport's handler may close the connection, destroying the decoder
+// from inside its own sink (the simulator does on a refused Configure): after
+// a failing sink, feed() must touch none of its members. The decoder lives in
+// a buffer that the sink destroys and fills with a canary.
+TEST(Wire, DecoderTouchesNothingAfterAFailingSinkDestroyedIt) {
+  alignas(TtrpcDecoder) unsigned char storage[sizeof(TtrpcDecoder)];
+  auto* d = new (storage) TtrpcDecoder();
+  std::string frames;
+  append_ttrpc_frame(frames, 1, MsgType::Request, 0, std::string(300, 'x'));
+  append_ttrpc_frame(frames, 3, MsgType::Request, 0, "second");
+  int seen = 0;
+  auto r = d->feed(frames, [&](TtrpcMessage&& m) -> Result<void> {
+    ++seen;
+    EXPECT_EQ(m.body.size(), 300u);
+    d->~TtrpcDecoder();
+    std::memset(storage, 0xAB, sizeof storage);
+    return fail(ECANCELED, "closed");
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ECANCELED);
+  EXPECT_EQ(seen, 1) << "the second message must not be read from a destroyed decoder";
+  for (size_t i = 0; i < sizeof storage; ++i) ASSERT_EQ(storage[i], 0xAB) << "byte " << i << " written after the sink";
 }
 
 TEST(Wire, OversizedMessageIsSkippedAndReported) {
