@@ -310,9 +310,13 @@ int run(Daemon& d) {
     log::err("{}", alloc.error().message);
     return 1;
   }
-  int r = sd_event_default(&d.loop);
+  // A loop of our own, not sd_event_default(): libsystemd checks a default
+  // loop's thread with a gettid() system call on every iteration
+  // (sd_event_prepare in src/libsystemd/sd-event/sd-event.c), one more
+  // syscall on every NRI request. Nothing here asks for the default loop.
+  int r = sd_event_new(&d.loop);
   if (r < 0) {
-    log::err("sd_event_default: {}", errno_string(-r));
+    log::err("sd_event_new: {}", errno_string(-r));
     return 1;
   }
   // The engine's timers (the shrink's state machine, clamp releases) and
