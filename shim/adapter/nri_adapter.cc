@@ -296,9 +296,11 @@ void NriAdapter::on_update_container(const pb::PodSandboxView& pod, const pb::Co
     look();
   }
   // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
-  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("container {}", ctr.id)); !k) {
-    log::at(log::Level::Warning, {{"CONTAINER_ID", std::string(ctr.id)}}, "refusing resize: {}", k.error().message);
-    return respond(Unexpected(k.error()));
+  // The context is formatted only on a refusal, not on every update.
+  if (auto k = cgroup::check_kernel_limits(linux_values(resources)); !k) {
+    auto e = std::move(k).error().wrap(fmt::format("container {}", ctr.id));
+    log::at(log::Level::Warning, {{"CONTAINER_ID", std::string(ctr.id)}}, "refusing resize: {}", e.message);
+    return respond(Unexpected(std::move(e)));
   }
   if (!known || !resize_) return respond(api::UpdateContainerResponse());
   const cgroup::K8sResources next = resources_from_nri(resources, known->second);
@@ -320,9 +322,10 @@ void NriAdapter::on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::Li
   count(api::UPDATE_POD_SANDBOX);
   cgroup::K8sResources current;
   store_.with_pod(p.uid, [&](const core::Pod& known) { current = known.resources; });
-  if (auto k = cgroup::check_kernel_limits(linux_values(resources), {}, fmt::format("pod {}", p.uid)); !k) {
-    log::warn("refusing pod resize of {}: {}", p.uid, k.error().message);
-    return respond(Unexpected(k.error()));
+  if (auto k = cgroup::check_kernel_limits(linux_values(resources)); !k) {
+    auto e = std::move(k).error().wrap(fmt::format("pod {}", p.uid));
+    log::warn("refusing pod resize of {}: {}", p.uid, e.message);
+    return respond(Unexpected(std::move(e)));
   }
   const cgroup::K8sResources next = resources_from_nri(resources, current);
   remember_pod(p);

@@ -216,6 +216,9 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   const bool ok = r && (r->outcome == ResizeOutcome::Applied || r->outcome == ResizeOutcome::Unchanged ||
                         r->outcome == ResizeOutcome::RestartRequired);
   const auto level = ok ? log::Level::Info : log::Level::Warning;
+  // Arguments are built before log::at can drop the line; at the default
+  // level (notice) an applied resize logs nothing, so build nothing.
+  if (!log::enabled(level)) return;
   const std::string outcome = r ? std::string(to_string(r->outcome)) : "invalid";
   const std::string reason = r ? r->message : r.error().message;
   const uint64_t reclaimed = r ? r->report.bytes_reclaimed : 0;
