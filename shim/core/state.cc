@@ -231,6 +231,40 @@ Result<void> Store::replay_journal(std::string_view name) {
   return {};
 }
 
+// What a compaction writes: each changed object's file as it stood when the
+// snapshot was taken (nullopt: removed).
+struct Store::Snapshot {
+  std::vector<std::pair<std::string, std::optional<std::string>>> files;
+  std::vector<std::string> pods, containers;  // made dirty again if it fails
+};
+
+// Takes the changed objects' files as they stand now and clears the dirty
+// sets; redirty() gives them back if writing fails.
+Store::Snapshot Store::take_snapshot() {
+  Snapshot snap;
+  for (const auto& id : dirty_pods_) {
+    auto it = pods_.find(id);
+    snap.files.emplace_back(fmt::format("{}/{}{}", kPodsDir, id, kSuffix),
+                            it == pods_.end() ? std::nullopt : std::optional<std::string>(json_string(it->second)));
+    snap.pods.push_back(id);
+  }
+  for (const auto& id : dirty_containers_) {
+    auto it = containers_.find(id);
+    snap.files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix),
+                            it == containers_.end() ? std::nullopt
+                                                    : std::optional<std::string>(json_string(it->second)));
+    snap.containers.push_back(id);
+  }
+  dirty_pods_.clear();
+  dirty_containers_.clear();
+  return snap;
+}
+
+void Store::redirty(const Snapshot& snap) {
+  dirty_pods_.insert(snap.pods.begin(), snap.pods.end());
+  dirty_containers_.insert(snap.containers.begin(), snap.containers.end());
+}
+
 // Brings the per-object files up to date with what the journal holds, makes
 // them durable, then empties the journal (in that order: a crash in between
 // replays the journal over files that already agree with it).
@@ -240,25 +274,11 @@ Result<void> Store::compact() {
     struct stat st {};
     if (fstat(journal_.get(), &st) == 0 && st.st_size == 0) return {};
   }
-  auto write_all = [&](std::string_view dir, auto& dirty, const auto& objects) -> Result<void> {
-    for (const auto& id : dirty) {
-      std::string rel = fmt::format("{}/{}{}", dir, id, kSuffix);
-      auto it = objects.find(id);
-      if (it == objects.end()) {
-        if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) {
-          return fail_errno("removing state file {}", rel);
-        }
-        continue;
-      }
-      auto r = fs::write_file_atomic_at(dirfd_.get(), rel, json_string(it->second), 0600, /*durable=*/false);
-      if (!r) return wrap(r, fmt::format("persisting {}", rel));
-    }
-    dirty.clear();
-    return {};
-  };
-  PODSHIM_TRY(write_all(kPodsDir, dirty_pods_, pods_));
-  PODSHIM_TRY(write_all(kContainersDir, dirty_containers_, containers_));
-  if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
+  auto snap = take_snapshot();
+  if (auto r = write_snapshot(snap); !r) {
+    redirty(snap);
+    return r;
+  }
   if (ftruncate(journal_.get(), 0) != 0) return fail_errno("emptying the state journal");
   journal_bytes_ = 0;
   if (old_journal_) {
@@ -269,15 +289,8 @@ Result<void> Store::compact() {
   return {};
 }
 
-// What a background compaction writes: each changed object's file as it stood
-// when the journal was rotated (nullopt: removed).
-struct Store::Snapshot {
-  std::vector<std::pair<std::string, std::optional<std::string>>> files;
-  std::vector<std::string> pods, containers;  // made dirty again if it fails
-};
-
-// Runs on the compaction thread: only files, no member but the (constant)
-// directory fd.
+// Writes a snapshot's files and makes them durable. Runs on the compaction
+// thread too: only files, no member but the (constant) directory fd.
 Result<void> Store::write_snapshot(const Snapshot& snap) const {
   for (const auto& [rel, json] : snap.files) {
     if (!json) {
@@ -288,9 +301,6 @@ Result<void> Store::write_snapshot(const Snapshot& snap) const {
     if (!r) return wrap(r, fmt::format("persisting {}", rel));
   }
   if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
-  // The files now hold everything journal.old did.
-  if (unlinkat(dirfd_.get(), std::string(kJournalOld).c_str(), 0) != 0 && errno != ENOENT)
-    return fail_errno("removing the state journal {}", kJournalOld);
   return {};
 }
 
@@ -306,25 +316,13 @@ bool Store::start_compaction() {
   journal_ = std::move(*j);
   journal_bytes_ = 0;
   old_journal_ = true;
-  auto snap = std::make_shared<Snapshot>();
-  for (const auto& id : dirty_pods_) {
-    auto it = pods_.find(id);
-    snap->files.emplace_back(fmt::format("{}/{}{}", kPodsDir, id, kSuffix),
-                             it == pods_.end() ? std::nullopt : std::optional<std::string>(json_string(it->second)));
-    snap->pods.push_back(id);
-  }
-  for (const auto& id : dirty_containers_) {
-    auto it = containers_.find(id);
-    snap->files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix),
-                             it == containers_.end() ? std::nullopt
-                                                     : std::optional<std::string>(json_string(it->second)));
-    snap->containers.push_back(id);
-  }
-  dirty_pods_.clear();
-  dirty_containers_.clear();
+  auto snap = std::make_shared<Snapshot>(take_snapshot());
   compacting_ = true;
   auto finish = [this, snap] {
     auto r = write_snapshot(*snap);
+    // The files now hold everything journal.old did.
+    if (r && unlinkat(dirfd_.get(), std::string(kJournalOld).c_str(), 0) != 0 && errno != ENOENT)
+      r = fail_errno("removing the state journal {}", kJournalOld);
     std::lock_guard lk(mu_);
     compacting_ = false;
     if (r) {
@@ -333,8 +331,7 @@ bool Store::start_compaction() {
     }
     // journal.old stays, so a crash loses nothing; the next compaction runs
     // in place and retries these objects.
-    dirty_pods_.insert(snap->pods.begin(), snap->pods.end());
-    dirty_containers_.insert(snap->containers.begin(), snap->containers.end());
+    redirty(*snap);
     log::warn("state: compacting the journal failed: {}", r.error().message);
   };
   try {

@@ -290,6 +290,8 @@ class Store {
   bool start_compaction();
   struct Snapshot;
   Result<void> write_snapshot(const Snapshot& snap) const;
+  Snapshot take_snapshot();
+  void redirty(const Snapshot& snap);
   Result<void> persist(std::string_view dir, std::string_view name, const std::string* json);
   void emit(Event& ev);
 
