@@ -46,16 +46,18 @@ K8sResources merge(K8sResources base, const K8sResources& over, const Removals& 
   return base;
 }
 
-Result<void> validate(std::string_view what, const K8sResources& r) {
+// Messages without the subject; the caller names it, on a refusal only, so a
+// valid request formats nothing.
+Result<void> validate(const K8sResources& r) {
   for (auto v : {r.cpu_request_milli, r.cpu_limit_milli, r.memory_request_bytes, r.memory_limit_bytes}) {
-    if (v && *v < 0) return fail(EINVAL, "{}: negative resource value {}", what, *v);
+    if (v && *v < 0) return fail(EINVAL, "negative resource value {}", *v);
   }
   if (r.cpu_request_milli && r.cpu_limit_milli && *r.cpu_request_milli > *r.cpu_limit_milli) {
-    return fail(EINVAL, "{}: cpu request ({}m) must be less than or equal to cpu limit ({}m)", what,
+    return fail(EINVAL, "cpu request ({}m) must be less than or equal to cpu limit ({}m)",
                 *r.cpu_request_milli, *r.cpu_limit_milli);
   }
   if (r.memory_request_bytes && r.memory_limit_bytes && *r.memory_request_bytes > *r.memory_limit_bytes) {
-    return fail(EINVAL, "{}: memory request ({}) must be less than or equal to memory limit ({})", what,
+    return fail(EINVAL, "memory request ({}) must be less than or equal to memory limit ({})",
                 *r.memory_request_bytes, *r.memory_limit_bytes);
   }
   return {};
@@ -283,10 +285,10 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     it.cpu_policy = r.cpu_policy.value_or(c->cpu_policy);
     it.memory_policy = r.memory_policy.value_or(c->memory_policy);
     it.c = std::move(*c);  // the store's copy is the item's: no second copy
-    if (auto v = validate(fmt::format("container '{}'", it.c.id), it.next); !v) return reject(v.error());
     // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
-    if (auto v = cgroup::check_kernel_limits(it.next, {}, fmt::format("container '{}'", it.c.id)); !v)
-      return reject(v.error());
+    auto v = validate(it.next);
+    if (v) v = cgroup::check_kernel_limits(it.next);
+    if (!v) return reject(std::move(v).error().wrap(fmt::format("container '{}'", it.c.id)));
     // Removing a request or limit that is allocated can never be honoured.
     const auto& a = it.before;
     it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) ||
@@ -302,14 +304,15 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
                        : f->pod                        ? f->pod->cgroup_path
                                                        : std::string();
   if (intent.pod_resources) {
-    if (auto v = validate(fmt::format("pod '{}'", pod_uid), *intent.pod_resources); !v) return reject(v.error());
+    if (auto v = validate(*intent.pod_resources); !v)
+      return reject(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
     if (!from_runtime) {
       if (!f->pod) return reject(Error{ENOENT, fmt::format("no pod '{}' known with a cgroup to resize", pod_uid)});
       if (f->pod->cgroup_path.empty())
         return reject(Error{EINVAL, fmt::format("pod '{}' has no cgroup path to resize", pod_uid)});
     }
-    if (auto v = cgroup::check_kernel_limits(*intent.pod_resources, {}, fmt::format("pod '{}'", pod_uid)); !v)
-      return reject(v.error());
+    if (auto v = cgroup::check_kernel_limits(*intent.pod_resources); !v)
+      return reject(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
   }
   // The pod-level resources after an API request; values not given keep
   // theirs. A runtime's UpdatePodSandbox carries the whole sandbox spec.
