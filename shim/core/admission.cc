@@ -67,8 +67,12 @@ K8sResources default_pod_level(const K8sResources& pod, const std::vector<K8sRes
 }
 
 K8sResources pod_cgroup_target(const Pod& pod, const std::vector<K8sResources>& containers) {
+  return pod_cgroup_target(pod.resources, containers);
+}
+
+K8sResources pod_cgroup_target(const K8sResources& pod_level, const std::vector<K8sResources>& containers) {
   const Aggregate a = aggregate(containers);
-  const K8sResources p = default_pod_level(pod.resources, containers);
+  const K8sResources p = default_pod_level(pod_level, containers);
   K8sResources out;
   // PodRequests: the containers' aggregate, then each pod-level request
   // replaces its resource. MilliCPUToShares(0) = MinShares: the pod cgroup

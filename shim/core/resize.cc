@@ -150,7 +150,15 @@ std::string fmt_res(const K8sResources& r) {
 struct ResizeManager::Flight {
   IntentSource source = IntentSource::Api;
   std::string pod_uid;
-  std::optional<Pod> pod;
+  // What the resize reads of the pod, not a copy of it (its labels and
+  // annotations are kilobytes on every request).
+  struct PodFacts {
+    std::string uid;
+    K8sResources resources;
+    std::string cgroup_path;
+    Source source{};
+  };
+  std::optional<PodFacts> pod;
   std::optional<K8sResources> pod_resources;  // new pod-level resources, when the intent sets them
   K8sResources pod_target;                    // what the pod cgroup is given
   K8sResources pod_before;
@@ -298,7 +306,9 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     f->items.push_back(std::move(it));
   }
   const std::string& pod_uid = intent.pod_uid;
-  f->pod = pod_uid.empty() ? std::nullopt : store_.pod(pod_uid);
+  if (!pod_uid.empty()) {
+    store_.with_pod(pod_uid, [&](const Pod& p) { f->pod.emplace(Flight::PodFacts{p.uid, p.resources, p.cgroup_path, p.source}); });
+  }
   if (f->pod) f->pod_before = f->pod->resources;
   f->pod_cgroup_path = !intent.pod_cgroup_path.empty() ? intent.pod_cgroup_path
                        : f->pod                        ? f->pod->cgroup_path
@@ -398,13 +408,11 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     // set, the containers' aggregate otherwise (admission.h
     // pod_cgroup_target), so a container resize never rewrites pod-level
     // limits (issue 17.4).
-    Pod old_pod_spec = f->pod ? *f->pod : Pod{}, new_pod_spec = old_pod_spec;
-    new_pod_spec.resources = pod_level;
-    new_total = pod_cgroup_target(new_pod_spec, new_pod);
-    K8sResources old_total = pod_cgroup_target(old_pod_spec, old_pod);
+    new_total = pod_cgroup_target(pod_level, new_pod);
+    K8sResources old_total = pod_cgroup_target(f->pod ? f->pod->resources : K8sResources{}, old_pod);
     if (f->pod)
-      if (auto v = cgroup::check_kernel_limits(new_total, {}, fmt::format("pod '{}' cgroup", pod_uid)); !v)
-        return reject(v.error());
+      if (auto v = cgroup::check_kernel_limits(new_total); !v)
+        return reject(std::move(v).error().wrap(fmt::format("pod '{}' cgroup", pod_uid)));
     if (!intent.pod_resources) f->pod_before = old_total;
     const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
     if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
@@ -493,9 +501,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   }
   if (intent.pod_resources && f->pod) {
     // The pod-level values are the new spec whatever the actuation says.
-    auto p = *f->pod;
-    p.resources = pod_level;
-    (void)store_.upsert_pod(p);
+    (void)store_.update_pod(pod_uid, [&](Pod& p) { p.resources = pod_level; });
   }
 
   const bool actuate = !act.plan.containers.empty() || act.plan.pod;
