@@ -370,9 +370,11 @@ void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgrou
 }
 
 void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
-  auto c = store_.container(id);
-  if (!engine_ || !c || c->cgroup_path.empty()) return;
-  auto a = engine_->read_actual(c->cgroup_path);
+  if (!engine_) return;
+  std::string path;  // all it needs of the container: no copy of it
+  store_.with_container(id, [&](const core::Container& c) { path = c.cgroup_path; });
+  if (path.empty()) return;
+  auto a = engine_->read_actual(path);
   if (a && shares > 0 && opts_.formulas) learn_formula(id, shares, *a);
   if (a) {
     // Converted with the formula as it stands after this very sample.
