@@ -66,10 +66,6 @@ K8sResources default_pod_level(const K8sResources& pod, const std::vector<K8sRes
   return out;
 }
 
-K8sResources pod_cgroup_target(const Pod& pod, const std::vector<K8sResources>& containers) {
-  return pod_cgroup_target(pod.resources, containers);
-}
-
 K8sResources pod_cgroup_target(const K8sResources& pod_level, const std::vector<K8sResources>& containers) {
   const Aggregate a = aggregate(containers);
   const K8sResources p = default_pod_level(pod_level, containers);

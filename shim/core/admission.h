@@ -43,8 +43,6 @@ K8sResources default_pod_level(const K8sResources& pod, const std::vector<K8sRes
 //     containers' limits if every container declares one; else unset ("max").
 // Each resource is decided on its own: a pod-level cpu limit with no
 // pod-level memory limit takes memory from the containers.
-K8sResources pod_cgroup_target(const Pod& pod, const std::vector<K8sResources>& containers);
-// The same from the pod-level values alone (all it reads of the pod).
 K8sResources pod_cgroup_target(const K8sResources& pod_level, const std::vector<K8sResources>& containers);
 
 // Refuses (EINVAL) what the apiserver refuses for pod-level resources, in its

@@ -152,8 +152,7 @@ struct ResizeManager::Flight {
   std::string pod_uid;
   // What the resize reads of the pod, not a copy of it (its labels and
   // annotations are kilobytes on every request).
-  struct PodFacts {
-    std::string uid;
+  struct PodFacts {  // of the pod `pod_uid`
     K8sResources resources;
     std::string cgroup_path;
     Source source{};
@@ -307,7 +306,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   }
   const std::string& pod_uid = intent.pod_uid;
   if (!pod_uid.empty()) {
-    store_.with_pod(pod_uid, [&](const Pod& p) { f->pod.emplace(Flight::PodFacts{p.uid, p.resources, p.cgroup_path, p.source}); });
+    store_.with_pod(pod_uid, [&](const Pod& p) { f->pod.emplace(Flight::PodFacts{p.resources, p.cgroup_path, p.source}); });
   }
   if (f->pod) f->pod_before = f->pod->resources;
   f->pod_cgroup_path = !intent.pod_cgroup_path.empty() ? intent.pod_cgroup_path
@@ -625,10 +624,10 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     });
   }
   if (f->pod_planned && f->pod) {
-    (void)store_.update_pod(f->pod->uid, [&](Pod& p) {
+    (void)store_.update_pod(f->pod_uid, [&](Pod& p) {
       if (f->pod_resources) p.resources = *f->pod_resources;
       if (from_runtime) return;
-      if (auto w = rep->after.find(f->pod->uid); w != rep->after.end())
+      if (auto w = rep->after.find(f->pod_uid); w != rep->after.end())
         p.actual = to_actual(w->second);
       else if (auto a = actuator_.read_actual(p.cgroup_path))
         p.actual = to_actual(*a);

@@ -29,7 +29,7 @@ const K8sResources kC1{250, 500, 64 * Mi, 128 * Mi};
 const K8sResources kC2{100, 200, 32 * Mi, 224 * Mi};
 
 TEST(PodCgroupTarget, WithoutPodLevelItIsTheContainersAggregate) {
-  auto t = pod_cgroup_target(pod_with({}), {kC1, kC2});
+  auto t = pod_cgroup_target(pod_with({}).resources, {kC1, kC2});
   EXPECT_EQ(t, (K8sResources{350, 700, 96 * Mi, 352 * Mi}));
   EXPECT_EQ(pod_values(t).cpu_max, "70000 100000");
   EXPECT_EQ(pod_values(t).memory_max, "369098752");
@@ -37,18 +37,18 @@ TEST(PodCgroupTarget, WithoutPodLevelItIsTheContainersAggregate) {
 
 TEST(PodCgroupTarget, ALimitOnlyWhenEveryContainerDeclaresOne) {
   // ResourceConfigForPod: cpuLimitsDeclared / memoryLimitsDeclared per resource.
-  auto t = pod_cgroup_target(pod_with({}), {kC1, K8sResources{100, nullopt, 32 * Mi, 224 * Mi}});
+  auto t = pod_cgroup_target(pod_with({}).resources, {kC1, K8sResources{100, nullopt, 32 * Mi, 224 * Mi}});
   EXPECT_EQ(t.cpu_limit_milli, nullopt);
   EXPECT_EQ(t.memory_limit_bytes, 352 * Mi);
   EXPECT_EQ(pod_values(t).cpu_max, "max 100000");
   // A container request defaults to its limit (apiserver defaulting).
-  t = pod_cgroup_target(pod_with({}), {K8sResources{nullopt, 300, nullopt, 64 * Mi}, kC2});
+  t = pod_cgroup_target(pod_with({}).resources, {K8sResources{nullopt, 300, nullopt, 64 * Mi}, kC2});
   EXPECT_EQ(t.cpu_request_milli, 400);
   EXPECT_EQ(t.memory_request_bytes, 96 * Mi);
 }
 
 TEST(PodCgroupTarget, BestEffortGetsMinShares) {
-  auto t = pod_cgroup_target(pod_with({}), {K8sResources{}, K8sResources{}});
+  auto t = pod_cgroup_target(pod_with({}).resources, {K8sResources{}, K8sResources{}});
   EXPECT_EQ(t, (K8sResources{0, nullopt, nullopt, nullopt}));
   EXPECT_EQ(pod_values(t).cpu_weight, "1");  // MilliCPUToShares(0) = 2 → weight 1
   EXPECT_EQ(pod_values(t).cpu_max, "max 100000");
@@ -58,7 +58,7 @@ TEST(PodCgroupTarget, BestEffortGetsMinShares) {
 TEST(PodCgroupTarget, PodLevelLimitsAreExactlyWhatThePodCgroupHolds) {
   // Pod-level limits; requests default to the containers' aggregate because
   // the containers request both (defaultPodRequests, KEP-2837 row 7).
-  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, 300 * Mi}), {kC1, kC2});
+  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, 300 * Mi}).resources, {kC1, kC2});
   EXPECT_EQ(t, (K8sResources{350, 1000, 96 * Mi, 300 * Mi}));
   EXPECT_EQ(pod_values(t).cpu_max, "100000 100000");
   EXPECT_EQ(pod_values(t).memory_max, "314572800");
@@ -66,21 +66,21 @@ TEST(PodCgroupTarget, PodLevelLimitsAreExactlyWhatThePodCgroupHolds) {
 
 TEST(PodCgroupTarget, PodLevelRequestDefaultsToTheLimitWhenNoContainerRequests) {
   // KEP-2837 row 5: containers declare nothing, the pod request is its limit.
-  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, 300 * Mi}), {K8sResources{}, K8sResources{}});
+  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, 300 * Mi}).resources, {K8sResources{}, K8sResources{}});
   EXPECT_EQ(t, (K8sResources{1000, 1000, 300 * Mi, 300 * Mi}));
   EXPECT_EQ(pod_values(t).cpu_weight, "39");  // 1 CPU, linear
 }
 
 TEST(PodCgroupTarget, EachResourceIsDecidedOnItsOwn) {
   // Pod-level cpu limit only: memory still comes from the containers.
-  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, nullopt}), {kC1, kC2});
+  auto t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, nullopt}).resources, {kC1, kC2});
   EXPECT_EQ(t, (K8sResources{350, 1000, 96 * Mi, 352 * Mi}));
   // A pod-level limit counts even when a container has none of its own.
-  t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, nullopt}), {kC1, K8sResources{100, nullopt, nullopt, nullopt}});
+  t = pod_cgroup_target(pod_with({nullopt, 1000, nullopt, nullopt}).resources, {kC1, K8sResources{100, nullopt, nullopt, nullopt}});
   EXPECT_EQ(t.cpu_limit_milli, 1000);
   EXPECT_EQ(t.memory_limit_bytes, nullopt);
   // Pod-level requests only: explicit requests, limits from the containers.
-  t = pod_cgroup_target(pod_with({2000, nullopt, 512 * Mi, nullopt}), {kC1, kC2});
+  t = pod_cgroup_target(pod_with({2000, nullopt, 512 * Mi, nullopt}).resources, {kC1, kC2});
   EXPECT_EQ(t, (K8sResources{2000, 700, 512 * Mi, 352 * Mi}));
 }
 
@@ -89,10 +89,10 @@ TEST(PodCgroupTarget, AContainerResizeKeepsThePodLevelValues) {
   // cpu limit 500m → 700m. The pod cgroup keeps cpu.max 100000,
   // memory.max 314572800 and its cpu.weight.
   const Pod p = pod_with({nullopt, 1000, nullopt, 300 * Mi});
-  auto before = pod_values(pod_cgroup_target(p, {kC1, kC2}));
+  auto before = pod_values(pod_cgroup_target(p.resources, {kC1, kC2}));
   K8sResources c1 = kC1;
   c1.cpu_limit_milli = 700;
-  auto after = pod_values(pod_cgroup_target(p, {c1, kC2}));
+  auto after = pod_values(pod_cgroup_target(p.resources, {c1, kC2}));
   EXPECT_EQ(after.cpu_max, "100000 100000");
   EXPECT_EQ(after.memory_max, "314572800");
   EXPECT_EQ(after.cpu_weight, before.cpu_weight);
