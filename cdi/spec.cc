@@ -602,11 +602,11 @@ bool ContainerEdits::empty() const {
 void ContainerEdits::append(const ContainerEdits& o) {
   env.insert(env.end(), o.env.begin(), o.env.end());
   device_nodes.insert(device_nodes.end(), o.device_nodes.begin(), o.device_nodes.end());
-  net_devices.insert(net_devices.end(), o.net_devices.begin(), o.net_devices.end());
+  net_devices.append(o.net_devices);
   hooks.insert(hooks.end(), o.hooks.begin(), o.hooks.end());
   mounts.insert(mounts.end(), o.mounts.begin(), o.mounts.end());
   if (o.intel_rdt) intel_rdt = o.intel_rdt;
-  additional_gids.insert(additional_gids.end(), o.additional_gids.begin(), o.additional_gids.end());
+  additional_gids.append(o.additional_gids);
 }
 
 std::optional<Format> format_for_path(std::string_view path) {

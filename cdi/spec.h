@@ -8,7 +8,9 @@
 // with libyaml.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +85,51 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
+// A list that is usually empty, kept on the heap: a pointer's size when
+// empty instead of std::vector's 24 bytes, in each of a registry's thousands
+// of ContainerEdits (netDevices and additionalGids are rare). Reads and
+// grows like the std::vector it holds; copies are deep.
+template <typename T>
+class ThinVec {
+ public:
+  ThinVec() = default;
+  ThinVec(std::initializer_list<T> l) { *this = std::vector<T>(l); }
+  ThinVec(const ThinVec& o) : p_(o.p_ ? std::make_unique<std::vector<T>>(*o.p_) : nullptr) {}
+  ThinVec(ThinVec&&) noexcept = default;
+  ThinVec& operator=(const ThinVec& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<std::vector<T>>(*o.p_) : nullptr;
+    return *this;
+  }
+  ThinVec& operator=(ThinVec&&) noexcept = default;
+  ThinVec& operator=(std::vector<T> v) {
+    p_ = v.empty() ? nullptr : std::make_unique<std::vector<T>>(std::move(v));
+    return *this;
+  }
+  ThinVec& operator=(std::initializer_list<T> l) { return *this = std::vector<T>(l); }
+  size_t size() const { return p_ ? p_->size() : 0; }
+  bool empty() const { return !p_ || p_->empty(); }
+  const T* begin() const { return p_ ? p_->data() : nullptr; }
+  const T* end() const { return p_ ? p_->data() + p_->size() : nullptr; }
+  const T& operator[](size_t i) const { return (*p_)[i]; }
+  void push_back(T v) { grow().push_back(std::move(v)); }
+  void append(const ThinVec& o) {
+    if (o.empty()) return;
+    std::vector<T>& v = grow();
+    v.insert(v.end(), o.begin(), o.end());
+  }
+  std::vector<T> vec() const { return p_ ? *p_ : std::vector<T>(); }
+  friend bool operator==(const ThinVec& a, const std::vector<T>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::vector<T>& grow() {
+    if (!p_) p_ = std::make_unique<std::vector<T>>();
+    return *p_;
+  }
+  std::unique_ptr<std::vector<T>> p_;
+};
+
 struct NetDevice {  // cdiVersion 1.1.0
   std::string host_interface_name;
   std::string name;
@@ -91,11 +138,11 @@ struct NetDevice {  // cdiVersion 1.1.0
 struct ContainerEdits {
   std::vector<std::string> env;
   std::vector<DeviceNode> device_nodes;
-  std::vector<NetDevice> net_devices;
+  ThinVec<NetDevice> net_devices;  // rare: a pointer when empty
   std::vector<Hook> hooks;
   std::vector<Mount> mounts;
   Boxed<IntelRdt> intel_rdt;
-  std::vector<uint32_t> additional_gids;
+  ThinVec<uint32_t> additional_gids;  // rare: a pointer when empty
 
   bool empty() const;
   // Concatenates `o`'s lists after ours; a later intelRdt replaces ours

@@ -250,6 +250,25 @@ TEST(CdiVersion, KnownVersionsAndMinimum) {
   EXPECT_EQ(minimum_required_version(s), (Version{1, 1, 0}));
 }
 
+TEST(CdiEdits, ThinVecCopiesDeepAndIsEmptyWithoutStorage) {
+  ThinVec<uint32_t> a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.begin(), a.end());
+  a.push_back(1);
+  ThinVec<uint32_t> b = a;
+  b.push_back(2);
+  EXPECT_EQ(a, std::vector<uint32_t>{1});
+  EXPECT_EQ(b, (std::vector<uint32_t>{1, 2}));
+  a.append(b);
+  EXPECT_EQ(a, (std::vector<uint32_t>{1, 1, 2}));
+  a = std::vector<uint32_t>{};
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(b[1], 2u);
+  // A list of the rare fields costs a pointer, not a std::vector.
+  static_assert(sizeof(ThinVec<NetDevice>) == sizeof(void*));
+}
+
 TEST(CdiEdits, AppendConcatenatesAndLaterIntelRdtWins) {
   ContainerEdits a, b;
   a.env = {"A=1"};
