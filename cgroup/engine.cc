@@ -182,6 +182,9 @@ struct Engine::Impl {
     // ReclaimOnly: the clamps this op put on (relpath), undone on failure.
     std::vector<std::string> clamped;
     uint64_t seq = 0;  // arrival order, for the per-cgroup queues
+    // What start_op read of each bound cgroup (index as `bound`), so that
+    // the read-back after the op opens only the files it wrote.
+    std::vector<PlanTarget> targets;
   };
   using OpPtr = std::shared_ptr<Op>;
 
@@ -296,15 +299,39 @@ struct Engine::Impl {
     acquire(op);
   }
 
+  // Whether a step of op's plan writes `file` of bound cgroup `target`.
+  static bool written(const Op& op, size_t target, std::string_view file) {
+    for (const PlanStep& s : op.plan)
+      if (s.target == target)
+        for (const AttrChange& c : s.changes)
+          if (c.file == file) return true;
+    return false;
+  }
+
+  static bool shrinks(const Op& op) {
+    for (const PlanStep& s : op.plan)
+      if (std::any_of(s.changes.begin(), s.changes.end(), lowers_memory)) return true;
+    return false;
+  }
+
   void finish(const OpPtr& op, Result<void> r) {
     if (r) {
       // memory.events deltas over the op and its settle periods.
-      for (const auto& b : op->bound) {
+      for (size_t bi = 0; bi < op->bound.size(); ++bi) {
+        const Bound& b = op->bound[bi];
         std::optional<MemoryEvents> now;
         if (op->req.mode == WriteMode::All) {
           // One read-back gives the caller the values written and these
-          // counters (ReclaimOnly: the runtime has not written yet).
-          if (auto a = read_back(b.dir, container_formula(), /*with_stat=*/false)) {
+          // counters (ReclaimOnly: the runtime has not written yet). A file
+          // the op did not write is not read again when the op did not wait
+          // (no shrink settled): start_op read it moments ago, under this
+          // same turn of the cgroup.
+          std::vector<KnownAttr> known;
+          if (bi < op->targets.size() && !shrinks(*op))
+            for (const PlanAttr& pa : op->targets[bi].attrs)
+              if (!written(*op, bi, pa.row->file)) known.push_back({pa.row->file, pa.cur});
+          const WeightFormula f = b.is_pod ? opts.pod_formula : container_formula();
+          if (auto a = read_back(b.dir, f, /*with_stat=*/false, known)) {
             now = MemoryEvents{a->oom, a->oom_kill, a->events_high, a->events_max};
             op->rep.after[b.id] = std::move(*a);
           }
@@ -358,6 +385,7 @@ struct Engine::Impl {
       if (auto ev = read_events(b)) op->ev_before[b.id] = *ev;
     }
     op->plan = plan_resize(targets);
+    op->targets = std::move(targets);
     if (op->plan.empty()) return finish(op, {});  // already applied: re-running is harmless
 
     // No plan journal: every step leaves the cgroups in a state the kubelet's

@@ -1,15 +1,22 @@
 #include "cgroup/read_back.h"
 
+#include <algorithm>
+
 #include "base/str.h"
 #include "cgroup/controllers.h"
 
 namespace podshim::cgroup {
 
-Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat) {
+Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, std::span<const KnownAttr> known) {
   Actual a;
   // The limits and requests, through each row's read-back (controllers.cc).
   for (const Controller& row : controllers()) {
     if (!row.read_back) continue;
+    auto k = std::find_if(known.begin(), known.end(), [&](const KnownAttr& x) { return x.file == row.file; });
+    if (k != known.end()) {
+      PODSHIM_TRY(row.read_back(k->value, a, f));
+      continue;
+    }
     auto v = d.read_trimmed(std::string(row.file));
     if (!v) return Unexpected(v.error());
     PODSHIM_TRY(row.read_back(*v, a, f));

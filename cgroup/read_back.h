@@ -1,6 +1,9 @@
 // Read-back: what the kernel holds for one cgroup, in Kubernetes units.
 #pragma once
 
+#include <span>
+#include <string_view>
+
 #include "base/result.h"
 #include "cgroup/cgroup_dir.h"
 #include "cgroup/convert.h"
@@ -12,6 +15,16 @@ namespace podshim::cgroup {
 // memory.stat (anon, file, shmem; only `with_stat`: the kernel builds it from
 // every counter of the cgroup, the costliest of these files) and
 // memory.events of `d`.
-Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat = true);
+//
+// `known`: attributes of the table read from the kernel earlier in the same
+// resize and not written since (the resize held the cgroup's turn
+// throughout); their values are taken as read instead of opening the file
+// again.
+struct KnownAttr {
+  std::string_view file;
+  std::string_view value;
+};
+Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat = true,
+                         std::span<const KnownAttr> known = {});
 
 }  // namespace podshim::cgroup

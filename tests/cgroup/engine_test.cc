@@ -128,6 +128,40 @@ TEST_F(EngineTest, AppliesAndReadsBack) {
   EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
+// The read-back at the end of a resize reads again every file the resize
+// wrote (the kernel may have normalised or changed it) and takes the others
+// as start_op read them; a pod's cpu.weight converts back with the pod
+// formula, as it was written.
+TEST_F(EngineTest, ReadBackRereadsWrittenFilesAndConvertsAPodWithThePodFormula) {
+  tree.add("kubepods/pod1", "max", "max 100000", "100", 10 * kMi);
+  tree.add("kubepods/pod1/c1", std::to_string(256 * kMi), "max 100000", "35", 10 * kMi);
+  auto o = options();
+  o.formula = WeightFormula::Quadratic;  // 250m: weight 35
+  o.pod_formula = WeightFormula::Linear;
+  // Something else rewrites cpu.max right after podshim's write.
+  o.after_step = [this](const std::vector<StepReport>& steps) {
+    for (const auto& s : steps)
+      if (s.file == "cpu.max") tree.set("kubepods/pod1/c1", "cpu.max", "70000 100000");
+  };
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.pod = target("pod1", "kubepods/pod1", {1000, std::nullopt, std::nullopt, std::nullopt});
+  req.containers.push_back(target("c1", "kubepods/pod1/c1", {250, 500, std::nullopt, 256 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->steps.size(), 2u);  // the pod's cpu.weight and the container's cpu.max, nothing else
+  EXPECT_EQ(tree.get("kubepods/pod1", "cpu.weight"), "39");  // linear: 1000m -> 1024 shares
+  ASSERT_EQ(r->after.count("pod1"), 1u);
+  ASSERT_TRUE(r->after.at("pod1").cpu_request_milli);
+  EXPECT_EQ(milli_cpu_to_weight(*r->after.at("pod1").cpu_request_milli, WeightFormula::Linear), 39u);
+  ASSERT_EQ(r->after.count("c1"), 1u);
+  EXPECT_EQ(r->after.at("c1").cpu_limit_milli, 700);  // written, so read again
+  // Not written: as read at the start.
+  EXPECT_EQ(r->after.at("c1").memory_limit_bytes, 256 * kMi);
+  ASSERT_TRUE(r->after.at("c1").cpu_request_milli);
+  EXPECT_EQ(milli_cpu_to_weight(*r->after.at("c1").cpu_request_milli, WeightFormula::Quadratic), 35u);
+}
+
 TEST_F(EngineTest, LinearFormulaFromConfig) {
   tree.add("kubepods/c1");
   auto o = options();
