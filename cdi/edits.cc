@@ -238,10 +238,15 @@ Result<void> build_view(std::span<const ContainerEdits* const> parts, const Proc
   }
   // Device nodes: unique by container path, the later one wins and takes
   // the later position. Every node is completed (and may fail) in order.
+  // One pass marks each node a later one with its path replaces; the
+  // second keeps the others without looking them up again.
+  std::vector<char> replaced(nodes.size() + mounts.size(), 0);
   FlatIndex<std::string_view> last_node(nodes.size());
   for (size_t i = 0; i < nodes.size(); i++) {
     bool fresh;
-    last_node.find_or_add(nodes[i]->path, i, &fresh) = i;
+    size_t& at = last_node.find_or_add(nodes[i]->path, i, &fresh);
+    if (!fresh) replaced[at] = 1;
+    at = i;
   }
   r.devices.reserve(nodes.size());
   r.device_rules.reserve(nodes.size());
@@ -255,22 +260,24 @@ Result<void> build_view(std::span<const ContainerEdits* const> parts, const Proc
       else if (access == "none") access = "";
       r.device_rules.push_back(RulePart{dev->type, dev->major, dev->minor, access});
     }
-    if (*last_node.find(n.path) == i) r.devices.push_back(*dev);
+    if (!replaced[i]) r.devices.push_back(*dev);
   }
   for (const ContainerEdits* p : parts)
     for (const auto& d : p->net_devices) r.net_devices.push_back(&d);
   // Mounts: unique by destination (later wins, at its position), then
   // stable-sorted by depth, each depth computed once.
+  char* const mount_replaced = replaced.data() + nodes.size();
   FlatIndex<std::string_view> last_mount(mounts.size());
   for (size_t i = 0; i < mounts.size(); i++) {
     bool fresh;
-    last_mount.find_or_add(mounts[i]->container_path, i, &fresh) = i;
+    size_t& at = last_mount.find_or_add(mounts[i]->container_path, i, &fresh);
+    if (!fresh) mount_replaced[at] = 1;
+    at = i;
   }
   std::vector<std::pair<size_t, const Mount*>> by_depth;
   by_depth.reserve(mounts.size());
   for (size_t i = 0; i < mounts.size(); i++)
-    if (*last_mount.find(mounts[i]->container_path) == i)
-      by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
+    if (!mount_replaced[i]) by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
   std::stable_sort(by_depth.begin(), by_depth.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   r.mounts.reserve(by_depth.size());
