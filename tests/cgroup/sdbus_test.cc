@@ -178,7 +178,11 @@ TEST_F(SdBusTest, SlowSystemdDoesNotBlockTheLoop) {
               "lateness median %.2f ms, p99 %.2f ms, max %.2f ms\n",
               took, lateness.size(), p50, p99, worst);
   EXPECT_GE(lateness.size(), 150u);  // 3 s / 10 ms = 300 with no lateness at all
-  EXPECT_LT(worst, 250.0);  // a blocking call would make one firing 1500 ms late
+  // A blocking call would make one firing 1500 ms late. The bound is half
+  // of that: this 2-core VM once stalled the whole process (the fake
+  // systemd thread too: the resize took 3401 ms) for 343 ms, with the p99
+  // of the same run at 2 ms.
+  EXPECT_LT(worst, 750.0);
 }
 
 TEST_F(SdBusTest, ResizesOfOneCgroupKeepTheirOrderWhileSystemdIsSlow) {
