@@ -568,6 +568,45 @@ TEST_F(EngineTest, AsyncResizeReturnsAtOnceAndQueuesTheSameCgroup) {
   EXPECT_EQ(tree.get("kubepods/c1", "cpu.max"), "100000 100000");
 }
 
+
+// A resize that waits for one of its cgroups keeps its place in the queue
+// of the others: a later resize of a free cgroup an earlier waiter wants
+// does not overtake it.
+TEST_F(EngineTest, AWaitingResizeIsNotOvertakenOnItsFreeCgroups) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.add("kubepods/c2", std::to_string(256 * kMi));
+  Loop loop;
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.shrink_timeout = std::chrono::milliseconds(1000);
+  auto e = engine(o);
+  int reclaims = 0;
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file == "memory.reclaim") {
+      ++reclaims;
+      tree.set("kubepods/c1", "memory.current", std::to_string((100 - 20 * reclaims) * kMi));
+    }
+  };
+  std::vector<std::string> order;
+  auto done = [&](const char* what) {
+    return [&order, what](Result<ResizeReport> r) {
+      EXPECT_TRUE(r) << what << ": " << r.error().message;
+      order.push_back(what);
+    };
+  };
+  PodResizeRequest shrink_c1, both, only_c2;
+  shrink_c1.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  both.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, 1000, std::nullopt, 32 * kMi}));
+  both.containers.push_back(target("c2", "kubepods/c2", {std::nullopt, 700, std::nullopt, std::nullopt}));
+  only_c2.containers.push_back(target("c2", "kubepods/c2", {std::nullopt, 500, std::nullopt, std::nullopt}));
+  e->resize(shrink_c1, done("shrink c1"));
+  e->resize(both, done("c1+c2"));   // waits for c1; first in c2's queue
+  e->resize(only_c2, done("c2"));   // c2 is free, but c1+c2 came first
+  EXPECT_TRUE(order.empty()) << order[0] << " answered inside resize()";
+  ASSERT_TRUE(loop.run([&] { return order.size() == 3; }));
+  EXPECT_EQ(order, (std::vector<std::string>{"shrink c1", "c1+c2", "c2"}));
+  EXPECT_EQ(tree.get("kubepods/c2", "cpu.max"), "50000 100000");  // the later resize's value is the one left
+}
 TEST_F(EngineTest, ReportCarriesMemoryEventsDeltasOfEveryTarget) {
   tree.add("kubepods/pod1", std::to_string(512 * kMi));
   tree.add("kubepods/pod1/c1", std::to_string(256 * kMi), "max 100000", "100", 40 * kMi, 30 * kMi, 10 * kMi);
