@@ -118,6 +118,11 @@ struct EngineOptions {
   // wait of the engine.
   std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 
+  // Test seam: the clock the shrink measures by (its deadlines, the growth
+  // rate, the pressure window), so that a test loop can run in virtual time
+  // and a loaded machine cannot skew what it measures. Null: steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+
   // Test seams. before_write runs before every attribute write (including
   // rollback writes); an error fails that write. after_step runs after each
   // planned step has been applied.

@@ -60,6 +60,7 @@ struct Shrink {
   std::optional<std::string> earlier_clamp;
   bool clamp_needed = false;
   bool has_reclaim = false;
+  bool reclaim_tried = false;  // one memory.reclaim write made, whatever it returned
   Clock::time_point t0, reclaim_deadline, watch_t0;
   ms watch{0};
   std::vector<std::pair<double, double>> samples;  // (seconds since t0, anon + shmem)
@@ -79,7 +80,9 @@ void record(const Shrink& s);
 Result<void> restore_high(const Shrink& s);
 void give_up(const ShrinkPtr& s, Unexpected e);
 Unexpected refuse(const Shrink& s, ShrinkWhy why);
-ms remaining(Clock::time_point deadline);
+ms remaining(const Shrink& s, Clock::time_point deadline);
+// The shrink's clock: EngineOptions::clock when a test drives time.
+Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->clock() : Clock::now(); }
 
 
 // Samples anon + shmem (growth) and the breakdown for a refusal.
@@ -91,7 +94,7 @@ void sample(Shrink& s) {
     return it == stat->end() ? uint64_t{0} : it->second;
   };
   s.anon = get("anon"), s.file = get("file"), s.shmem = get("shmem");
-  double sec = std::chrono::duration<double>(Clock::now() - s.t0).count();
+  double sec = std::chrono::duration<double>(now(s) - s.t0).count();
   s.samples.emplace_back(sec, static_cast<double>(s.anon + s.shmem));
 }
 
@@ -114,23 +117,28 @@ void reclaim_tick(const ShrinkPtr& s) {
   s->usage = *cur;
   sample(*s);
   if (s->usage + s->headroom <= s->target) return start_watch(s);
-  if (Clock::now() >= s->reclaim_deadline) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
+  // The deadline refuses only once reclaim has been asked for: a process
+  // stalled past it between the clamp and the first tick (a loaded node,
+  // the journal's fsync) must not refuse a shrink it never tried.
+  if ((s->reclaim_tried || !s->has_reclaim) && now(*s) >= s->reclaim_deadline)
+    return give_up(s, refuse(*s, ShrinkWhy::Timeout));
   ms next = s->ctx.opts->shrink_tick;
   if (s->has_reclaim) {
     // In chunks, so one write(2) never holds the loop for long; EAGAIN
     // means "could not reclaim all of it" and the next tick re-checks.
     uint64_t want = std::min<uint64_t>(s->usage + s->headroom - s->target, kReclaimChunk);
+    s->reclaim_tried = true;
     if (s->ctx.write("memory.reclaim", std::to_string(want))) next = ms(0);
   }
-  s->ctx.sched(std::min(next, remaining(s->reclaim_deadline)), [s] { reclaim_tick(s); });
+  s->ctx.sched(std::min(next, remaining(*s, s->reclaim_deadline)), [s] { reclaim_tick(s); });
 }
-ms remaining(Clock::time_point deadline) {
-  auto r = std::chrono::duration_cast<ms>(deadline - Clock::now());
+ms remaining(const Shrink& s, Clock::time_point deadline) {
+  auto r = std::chrono::duration_cast<ms>(deadline - now(s));
   return r.count() > 0 ? r : ms(0);
 }
 
 void start_watch(const ShrinkPtr& s) {
-  s->watch_t0 = Clock::now();
+  s->watch_t0 = now(*s);
   s->psi0 = read_psi(s->cg);
   if (s->psi0) s->some_avg10_max = s->psi0->some_avg10, s->full_avg10_max = s->psi0->full_avg10;
   if (s->watch.count() == 0) return decide(s);
@@ -144,7 +152,7 @@ void measure_psi(Shrink& s) {
   if (!p) return;
   s.some_avg10_max = std::max(s.some_avg10_max, p->some_avg10);
   s.full_avg10_max = std::max(s.full_avg10_max, p->full_avg10);
-  double us = std::chrono::duration<double, std::micro>(Clock::now() - s.watch_t0).count();
+  double us = std::chrono::duration<double, std::micro>(now(s) - s.watch_t0).count();
   if (us <= 0) return;
   auto pct = [&](uint64_t a, uint64_t b) { return a > b ? std::min(100.0, (a - b) * 100.0 / us) : 0.0; };
   s.some_window = pct(p->some_total, s.psi0->some_total);
@@ -154,13 +162,13 @@ void measure_psi(Shrink& s) {
 void watch_tick(const ShrinkPtr& s) {
   sample(*s);
   measure_psi(*s);
-  auto elapsed = Clock::now() - s->watch_t0;
+  auto elapsed = now(*s) - s->watch_t0;
   // Back off early when the clamp already hurts: the workload is being
   // throttled while we watch.
   if (elapsed >= s->watch / 2 && s->some_window > s->ctx.opts->shrink_pressure_threshold)
     return give_up(s, refuse(*s, ShrinkWhy::Pressure));
   if (elapsed >= s->watch) return decide(s);
-  s->ctx.sched(std::min(s->ctx.opts->shrink_tick, remaining(s->watch_t0 + s->watch)), [s] { watch_tick(s); });
+  s->ctx.sched(std::min(s->ctx.opts->shrink_tick, remaining(*s, s->watch_t0 + s->watch)), [s] { watch_tick(s); });
 }
 
 void decide(const ShrinkPtr& s) {
@@ -260,7 +268,7 @@ Unexpected refuse(const Shrink& s, ShrinkWhy why) {
   r.psi_full_window = s.full_window;
   r.pressure_threshold = s.ctx.opts->shrink_pressure_threshold;
   r.growth_window = s.ctx.opts->shrink_growth_window;
-  r.elapsed = std::chrono::duration_cast<ms>(Clock::now() - s.t0);
+  r.elapsed = std::chrono::duration_cast<ms>(now(s) - s.t0);
   return Unexpected(shrink_refused(std::move(r)));
 }
 
@@ -282,7 +290,7 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   s->cb = std::move(cb);
   s->target = page_round_down(**target_opt);
   s->headroom = s->ctx.opts->shrink_headroom_bytes;
-  s->t0 = Clock::now();
+  s->t0 = now(*s);
   // The budget: reclaim, then a watch before and a settle after the write,
   // each at most a quarter of it.
   s->watch = std::min(s->ctx.opts->settle, s->ctx.opts->shrink_timeout / 4);

@@ -67,6 +67,23 @@ class EngineTest : public ::testing::Test {
     EXPECT_TRUE(e) << e.error().message;
     return std::move(*e);
   }
+  // c1 at 100 MiB whose usage falls by 20 MiB per memory.reclaim write (a
+  // shrink to 32 MiB takes several loop turns), an idle c2, and an engine
+  // on `schedule` with room for a loaded machine.
+  std::unique_ptr<Engine> slow_shrink_c1_idle_c2(decltype(EngineOptions::schedule) schedule, int& reclaims) {
+    tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+    tree.add("kubepods/c2", std::to_string(256 * kMi));
+    auto o = options();
+    o.schedule = std::move(schedule);
+    o.shrink_timeout = std::chrono::milliseconds(1000);
+    hook = [this, &reclaims](const std::string&, const std::string& file, const std::string&) {
+      if (file == "memory.reclaim") {
+        ++reclaims;
+        tree.set("kubepods/c1", "memory.current", std::to_string((100 - 20 * reclaims) * kMi));
+      }
+    };
+    return engine(o);
+  }
   ResizeTarget target(const std::string& id, const std::string& rel, K8sResources r) {
     paths[id] = rel;
     return ResizeTarget{id, "/" + rel, r};
@@ -298,6 +315,31 @@ TEST_F(EngineTest, ShrinkReclaimsPageCacheThenApplies) {
   EXPECT_TRUE(journaled(tree.state()).empty()) << "a clamp is still journaled";
 }
 
+TEST_F(EngineTest, AShrinkStalledPastItsDeadlineStillTriesReclaimOnce) {
+  // The process stalls between the clamp and the first reclaim tick for
+  // longer than the whole shrink budget (a loaded node, a slow fsync): the
+  // shrink must still ask the kernel to reclaim before it may time out.
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  auto o = options();
+  auto e = engine(o);
+  int reclaims = 0;
+  hook = [&](const std::string&, const std::string& file, const std::string& value) {
+    if (file == "memory.high" && value == std::to_string(32 * kMi))
+      std::this_thread::sleep_for(o.shrink_timeout + std::chrono::milliseconds(10));
+    if (file == "memory.reclaim") {
+      ++reclaims;
+      tree.set("kubepods/c1", "memory.current", std::to_string(20 * kMi));
+    }
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(reclaims, 1);
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(32 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+}
+
 TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
   tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
@@ -479,33 +521,51 @@ TEST_F(EngineTest, SameContainerResizesDoNotInterleave) {
 // A stand-in for podshimd's event loop: runs scheduled callbacks in due
 // order on the test thread; `before_each` lets a test move the fake kernel's
 // files along with time (a workload that grows, pressure that builds).
+// In virtual time it does not sleep: the clock jumps to each timer's due
+// time, so what a shrink measures (its growth rate, its pressure window)
+// comes out the same on a loaded machine; pass clock() to the engine too.
 class Loop {
  public:
   using Clock = std::chrono::steady_clock;
+  explicit Loop(bool virtual_time = false) : virtual_(virtual_time), vnow_(Clock::now()), t0(now()) {}
+  Clock::time_point now() const { return virtual_ ? vnow_ : Clock::now(); }
+  std::function<Clock::time_point()> clock() {
+    return [this] { return now(); };
+  }
   void after(std::chrono::milliseconds d, std::function<void()> fn) {
-    q_.emplace_back(Clock::now() + d, std::move(fn));
+    q_.emplace_back(now() + d, std::move(fn));
     ++scheduled;
   }
   std::function<void(std::chrono::milliseconds, std::function<void()>)> scheduler() {
     return [this](std::chrono::milliseconds d, std::function<void()> fn) { after(d, std::move(fn)); };
   }
-  // Runs until `until` holds or nothing is left; false on a 10 s safety stop.
+  // Runs until `until` holds or nothing is left; false on a 10 s safety stop
+  // (real time, in either mode).
   bool run(const std::function<bool()>& until) {
     auto stop = Clock::now() + std::chrono::seconds(10);
     while (!until() && !q_.empty()) {
       if (Clock::now() > stop) return false;
       auto it = std::min_element(q_.begin(), q_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      if (it->first > Clock::now()) std::this_thread::sleep_until(it->first);
+      if (virtual_)
+        vnow_ = std::max(vnow_, it->first);
+      else if (it->first > Clock::now())
+        std::this_thread::sleep_until(it->first);
       auto fn = std::move(it->second);
       q_.erase(it);
-      if (before_each) before_each(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (before_each) before_each(std::chrono::duration<double>(now() - t0).count());
       fn();
       ++ran;
     }
     return true;
   }
   std::function<void(double seconds)> before_each;
-  Clock::time_point t0 = Clock::now();
+
+ private:
+  bool virtual_;
+  Clock::time_point vnow_;
+
+ public:
+  Clock::time_point t0;
   int scheduled = 0, ran = 0;
 
  private:
@@ -513,21 +573,9 @@ class Loop {
 };
 
 TEST_F(EngineTest, AsyncResizeReturnsAtOnceAndQueuesTheSameCgroup) {
-  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
-  tree.add("kubepods/c2", std::to_string(256 * kMi));
   Loop loop;
-  auto o = options();
-  o.schedule = loop.scheduler();
-  o.shrink_timeout = std::chrono::milliseconds(1000);  // room for a loaded machine
-  auto e = engine(o);
   int reclaims = 0;
-  hook = [&](const std::string&, const std::string& file, const std::string&) {
-    // Usage falls by 20 MiB per reclaim write: several loop turns.
-    if (file == "memory.reclaim") {
-      ++reclaims;
-      tree.set("kubepods/c1", "memory.current", std::to_string((100 - 20 * reclaims) * kMi));
-    }
-  };
+  auto e = slow_shrink_c1_idle_c2(loop.scheduler(), reclaims);
   std::vector<std::string> order;
   PodResizeRequest shrink_req;
   shrink_req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
@@ -573,20 +621,9 @@ TEST_F(EngineTest, AsyncResizeReturnsAtOnceAndQueuesTheSameCgroup) {
 // of the others: a later resize of a free cgroup an earlier waiter wants
 // does not overtake it.
 TEST_F(EngineTest, AWaitingResizeIsNotOvertakenOnItsFreeCgroups) {
-  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
-  tree.add("kubepods/c2", std::to_string(256 * kMi));
   Loop loop;
-  auto o = options();
-  o.schedule = loop.scheduler();
-  o.shrink_timeout = std::chrono::milliseconds(1000);
-  auto e = engine(o);
   int reclaims = 0;
-  hook = [&](const std::string&, const std::string& file, const std::string&) {
-    if (file == "memory.reclaim") {
-      ++reclaims;
-      tree.set("kubepods/c1", "memory.current", std::to_string((100 - 20 * reclaims) * kMi));
-    }
-  };
+  auto e = slow_shrink_c1_idle_c2(loop.scheduler(), reclaims);
   std::vector<std::string> order;
   auto done = [&](const char* what) {
     return [&order, what](Result<ResizeReport> r) {
@@ -645,9 +682,10 @@ struct Growth {
 
 TEST_F(EngineTest, GrowthRefusedWithTheRate) {
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 30 * kMi, 0);
-  Loop loop;
+  Loop loop(/*virtual_time=*/true);
   auto o = options();
   o.schedule = loop.scheduler();
+  o.clock = loop.clock();
   o.shrink_timeout = std::chrono::milliseconds(400);
   o.settle = std::chrono::milliseconds(80);
   o.shrink_tick = std::chrono::milliseconds(5);
@@ -680,9 +718,10 @@ TEST_F(EngineTest, GrowthRefusedWithTheRate) {
 
 TEST_F(EngineTest, SlowGrowthAndGrowingPageCacheAreApplied) {
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 20 * kMi, 10 * kMi);
-  Loop loop;
+  Loop loop(/*virtual_time=*/true);
   auto o = options();
   o.schedule = loop.scheduler();
+  o.clock = loop.clock();
   o.shrink_timeout = std::chrono::milliseconds(400);
   o.settle = std::chrono::milliseconds(80);
   o.shrink_tick = std::chrono::milliseconds(5);
@@ -709,9 +748,10 @@ TEST_F(EngineTest, SlowGrowthAndGrowingPageCacheAreApplied) {
 TEST_F(EngineTest, PressureUnderTheClampBacksOffWithTheFigure) {
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 40 * kMi, 20 * kMi);
   tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
-  Loop loop;
+  Loop loop(/*virtual_time=*/true);
   auto o = options();
   o.schedule = loop.scheduler();
+  o.clock = loop.clock();
   o.shrink_timeout = std::chrono::milliseconds(400);
   o.settle = std::chrono::milliseconds(80);
   o.shrink_tick = std::chrono::milliseconds(5);
@@ -720,12 +760,12 @@ TEST_F(EngineTest, PressureUnderTheClampBacksOffWithTheFigure) {
   // Once memory.high is at the target, tasks stall 60% of the time.
   std::optional<std::chrono::steady_clock::time_point> clamped_at;
   hook = [&](const std::string&, const std::string& file, const std::string& value) {
-    if (file == "memory.high" && value == std::to_string(64 * kMi)) clamped_at = std::chrono::steady_clock::now();
+    if (file == "memory.high" && value == std::to_string(64 * kMi)) clamped_at = loop.now();
   };
   loop.before_each = [&](double) {
     if (!clamped_at) return;
     auto us = static_cast<uint64_t>(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - *clamped_at).count());
+        std::chrono::duration<double, std::micro>(loop.now() - *clamped_at).count());
     tree.set_pressure("kubepods/c1", us * 6 / 10, us * 3 / 10, 12.5, 4.0);
   };
   PodResizeRequest req;
