@@ -117,7 +117,6 @@ class ThinVec {
     std::vector<T>& v = grow();
     v.insert(v.end(), o.begin(), o.end());
   }
-  std::vector<T> vec() const { return p_ ? *p_ : std::vector<T>(); }
   friend bool operator==(const ThinVec& a, const std::vector<T>& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }

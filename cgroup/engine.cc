@@ -317,6 +317,7 @@ struct Engine::Impl {
   void finish(const OpPtr& op, Result<void> r) {
     if (r) {
       // memory.events deltas over the op and its settle periods.
+      const bool settled = shrinks(*op);
       for (size_t bi = 0; bi < op->bound.size(); ++bi) {
         const Bound& b = op->bound[bi];
         std::optional<MemoryEvents> now;
@@ -327,7 +328,7 @@ struct Engine::Impl {
           // (no shrink settled): start_op read it moments ago, under this
           // same turn of the cgroup.
           std::vector<KnownAttr> known;
-          if (bi < op->targets.size() && !shrinks(*op))
+          if (bi < op->targets.size() && !settled)
             for (const PlanAttr& pa : op->targets[bi].attrs)
               if (!written(*op, bi, pa.row->file)) known.push_back({pa.row->file, pa.cur});
           const WeightFormula f = b.is_pod ? opts.pod_formula : container_formula();

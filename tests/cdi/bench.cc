@@ -182,6 +182,23 @@ int main() {
     }
     return go;
   };
+  auto registry_options = [&] {
+    RegistryOptions opts;
+    opts.spec_dirs = {dir};
+    opts.required_owner = ::getuid();
+    return opts;
+  };
+  // One timed injection of `want` into the config's text, as the Go side's.
+  auto inject_timed = [&](const Registry& reg, const std::vector<std::string>& want) {
+    auto t0 = Clock::now();
+    auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), want);
+    auto t1 = Clock::now();
+    if (!r) {
+      std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
+      ::_exit(1);
+    }
+    return ms(t1 - t0);
+  };
   for (int round = 0; round < kRounds; round++) {
     // podshim, in a child so its peak RSS is its own.
     if (!run_ours(kIterations / kRounds, round == 0, [&](int iterations, bool, Ours& o) {
@@ -190,26 +207,13 @@ int main() {
           // other podshim rows run in a child of their own below.
           std::vector<double>&load = o.load, &inject = o.inject, &inject_few = o.few;
           size_t& devices = o.devices;
-          auto inject_once = [&](const Registry& reg, const std::vector<std::string>& want) {
-            auto t0 = Clock::now();
-            auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), want);
-            auto t1 = Clock::now();
-            if (!r) {
-              std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
-              ::_exit(1);
-            }
-            return ms(t1 - t0);
-          };
           for (int it = 0; it < iterations; it++) {
             auto t0 = Clock::now();
-            RegistryOptions opts;
-            opts.spec_dirs = {dir};
-            opts.required_owner = ::getuid();
-            Registry reg(opts);
+            Registry reg(registry_options());
             reg.refresh();
             auto t1 = Clock::now();
-            inject.push_back(inject_once(reg, names));
-            for (int k = 0; k < kFewRepeat; k++) inject_few.push_back(inject_once(reg, few));
+            inject.push_back(inject_timed(reg, names));
+            for (int k = 0; k < kFewRepeat; k++) inject_few.push_back(inject_timed(reg, few));
             devices = reg.devices().size();
             load.push_back(ms(t1 - t0));
           }
@@ -235,10 +239,7 @@ int main() {
   Ours extra;
   if (!run_ours(kIterations / kRounds, true, [&](int iterations, bool, Ours& o) {
         for (int it = 0; it < iterations; it++) {
-          RegistryOptions opts;
-          opts.spec_dirs = {dir};
-          opts.required_owner = ::getuid();
-          Registry reg(opts);
+          Registry reg(registry_options());
           reg.refresh();
           // The same 100 with every host lookup answered from memory: inject
           // apart from its lstat(2) calls (one per host path of a node that
@@ -281,21 +282,12 @@ int main() {
   // of cold code, others - again that of cold data.
   Ours split;
   if (!run_ours(kIterations / kRounds, false, [&](int iterations, bool, Ours& o) {
-        auto once = [&](const Registry& reg, const std::vector<std::string>& want) {
-          auto t0 = Clock::now();
-          auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), want);
-          if (!r) ::_exit(1);
-          return ms(Clock::now() - t0);
-        };
         for (int it = 0; it < iterations; it++) {
-          RegistryOptions opts;
-          opts.spec_dirs = {dir};
-          opts.required_owner = ::getuid();
-          Registry reg(opts);
+          Registry reg(registry_options());
           reg.refresh();
-          o.inject.push_back(once(reg, names));
-          o.mem.push_back(once(reg, names));
-          o.few.push_back(once(reg, others));
+          o.inject.push_back(inject_timed(reg, names));
+          o.mem.push_back(inject_timed(reg, names));
+          o.few.push_back(inject_timed(reg, others));
         }
       }, split))
     return 1;
