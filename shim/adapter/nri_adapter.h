@@ -84,7 +84,8 @@ class NriAdapter : public nri::Handlers {
   // what the runtime no longer has is dropped after the last one.
   bool synchronize_by_page() const override { return true; }
   Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
-                                   api::SynchronizeResponse* reply) override;
+                                   api::SynchronizeResponse* reply,
+                                   std::function<void()>* after_reply) override;
 
   // The requests as views into the received frame (no api:: objects).
   Result<void> on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
@@ -123,6 +124,10 @@ class NriAdapter : public nri::Handlers {
   void learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a);
   // One container of a Synchronize page, its pod known by `pod_uid`.
   void sync_container(std::string_view pod_uid, const pb::ContainerView& c, bool pod_later = false);
+  // Decodes every item of the page, the first bad one failing it (named).
+  Result<void> check_synchronize_page(const pb::SynchronizeView& page) const;
+  // Stores a checked page; after the last, drops what the runtime no longer has.
+  void store_synchronize_page(const pb::SynchronizeView& page, bool first);
   void finish_synchronize();
 
   // The Synchronize in progress (pages arrive one call at a time).

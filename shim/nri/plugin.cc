@@ -113,7 +113,8 @@ void Handlers::on_observed(api::Event e, const pb::PodSandboxView& pod, const pb
     default: break;
   }
 }
-Result<void> Handlers::on_synchronize_page(const pb::SynchronizeView&, bool, api::SynchronizeResponse*) {
+Result<void> Handlers::on_synchronize_page(const pb::SynchronizeView&, bool, api::SynchronizeResponse*,
+                                           std::function<void()>*) {
   return {};
 }
 void Handlers::on_ready() {}
@@ -409,6 +410,18 @@ void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) 
                                     });
     return;
   }
+  if (m == "Synchronize") {
+    // The reply first, then what the handler left for after it: the
+    // runtime's next page is encoded while this one is stored.
+    std::function<void()> after_reply;
+    respond(do_synchronize(req.payload, &after_reply));
+    if (after_reply) after_reply();
+    if (sync_done_) {
+      sync_done_ = false;
+      handlers_.on_ready();
+    }
+    return;
+  }
   respond(dispatch_now(req));
 }
 
@@ -439,7 +452,6 @@ CallResult Plugin::dispatch_now(const pb::RequestView& req) {
   const std::string_view p = req.payload;
 
   if (m == "Configure") return do_configure(p);
-  if (m == "Synchronize") return do_synchronize(p);
   if (m == "StateChange") return do_state_change(p);
   if (m == "Shutdown") return empty_reply();
   if (m == "CreateContainer") {
@@ -498,7 +510,7 @@ CallResult Plugin::do_configure(std::string_view payload) {
   return reply(resp);
 }
 
-CallResult Plugin::do_synchronize(std::string_view payload) {
+CallResult Plugin::do_synchronize(std::string_view payload, std::function<void()>* after_reply) {
   pb::SynchronizeView page;
   // A page handler decodes (and checks) every item itself.
   if (auto d = pb::decode_synchronize(payload, &page, !handlers_.synchronize_by_page()); !d)
@@ -509,9 +521,10 @@ CallResult Plugin::do_synchronize(std::string_view payload) {
   if (handlers_.synchronize_by_page()) {
     // Each page goes into the model as it arrives, so no second copy of
     // every pod and container is ever held.
-    auto h = handlers_.on_synchronize_page(page, first, &resp);
+    auto h = handlers_.on_synchronize_page(page, first, &resp, after_reply);
     if (!h) {
       sync_first_page_ = true;
+      *after_reply = nullptr;  // nothing of a failed page is stored
       return error_reply(h.error());
     }
   } else {
@@ -538,7 +551,7 @@ CallResult Plugin::do_synchronize(std::string_view payload) {
   resp.set_more(false);
   state_ = PluginState::Ready;
   attempts_ = 0;
-  handlers_.on_ready();
+  sync_done_ = true;  // on_ready once the last page is stored too (dispatch)
   return reply(resp);
 }
 

@@ -147,9 +147,16 @@ class Handlers {
   // as it arrives (`first` on the first of a sync, page.more false on the
   // last, when `reply` may carry updates; it is ignored on the others).
   // Otherwise the stub collects the pages and calls synchronize() once.
+  // The handler checks the page and fills the reply; the work it leaves in
+  // `after_reply` runs once the reply is on the socket and before the next
+  // request is read, with the page's views still valid. So the runtime
+  // goes on (encodes its next page, or finishes its sync) while the page is
+  // stored, and every later request still finds it stored. An error fails
+  // the page and `after_reply` is not run.
   virtual bool synchronize_by_page() const { return false; }
   virtual Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
-                                           api::SynchronizeResponse* reply);
+                                           api::SynchronizeResponse* reply,
+                                           std::function<void()>* after_reply);
 
   // Connection life. on_ready: configured and synchronized (the runtime's
   // Shutdown RPC, which current runtimes never send, is answered and
@@ -201,7 +208,7 @@ class Plugin {
   CallResult dispatch_now(const pb::RequestView& req);
   Transport::Responder with_deadline(Transport::Responder respond, const std::string& method);
   CallResult do_configure(std::string_view payload);
-  CallResult do_synchronize(std::string_view payload);
+  CallResult do_synchronize(std::string_view payload, std::function<void()>* after_reply);
   CallResult do_state_change(std::string_view payload);
 
   sd_event* loop_;
@@ -216,6 +223,7 @@ class Plugin {
   uint64_t connects_ = 0;
   api::SynchronizeRequest sync_pages_;  // handlers that take the pages at once
   bool sync_first_page_ = true;         // the next Synchronize page starts a sync
+  bool sync_done_ = false;              // the last page answered: on_ready once it is stored
 };
 
 }  // namespace podshim::nri

@@ -53,9 +53,9 @@ class Forwarder : public Handlers {
     return inner->configure(r, rt);
   }
   bool synchronize_by_page() const override { return true; }
-  Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first,
-                                   api::SynchronizeResponse* o) override {
-    return inner->on_synchronize_page(page, first, o);
+  Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first, api::SynchronizeResponse* o,
+                                   std::function<void()>* after_reply) override {
+    return inner->on_synchronize_page(page, first, o, after_reply);
   }
   Result<void> on_create_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
                                    api::CreateContainerResponse* o) override {

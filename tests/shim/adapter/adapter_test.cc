@@ -263,13 +263,21 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   ASSERT_TRUE(pb::decode_synchronize(b1, &v1));
   ASSERT_TRUE(pb::decode_synchronize(b2, &v2));
   api::SynchronizeResponse reply;
-  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply));
+  std::function<void()> then;
+  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply, &then));
+  // Checked and answered, stored once the answer is out (the stub runs
+  // `then` straight after sending it).
+  EXPECT_FALSE(store->container("a")) << "stored before the reply";
+  ASSERT_TRUE(then);
+  then();
   // Stored as it came; nothing dropped before the last page.
   EXPECT_TRUE(store->container("a"));
   EXPECT_TRUE(store->container("gone"));
   ASSERT_TRUE(store->container("b")) << "stored as it came";
   EXPECT_EQ(store->container("b")->pod_uid, "") << "its pod has not arrived yet";
-  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply));
+  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply, &then));
+  EXPECT_TRUE(store->container("gone")) << "dropped before the last page is stored";
+  then();
   EXPECT_FALSE(store->container("gone"));
   EXPECT_FALSE(store->pod(gone_pod.uid));
   EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
@@ -291,7 +299,8 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   const std::string b3 = again.SerializeAsString();
   pb::SynchronizeView v3;
   ASSERT_TRUE(pb::decode_synchronize(b3, &v3));
-  ASSERT_TRUE(adapter.on_synchronize_page(v3, true, &reply));
+  ASSERT_TRUE(adapter.on_synchronize_page(v3, true, &reply, &then));
+  then();
   EXPECT_FALSE(store->container("b"));
   EXPECT_FALSE(store->pod(p2.uid()));
   EXPECT_EQ(store->container_count(), 2u);
@@ -316,10 +325,12 @@ TEST(NriAdapterSync, ABadItemFailsThePageAndNamesIt) {
   ASSERT_TRUE(pb::decode_synchronize(b, &split, /*check_items=*/false));
   EXPECT_EQ(split.container_count, 2u);
   api::SynchronizeResponse reply;
-  auto r = adapter.on_synchronize_page(split, true, &reply);
+  std::function<void()> then;
+  auto r = adapter.on_synchronize_page(split, true, &reply, &then);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("SynchronizeRequest.containers[1]"), std::string::npos) << r.error().message;
-  EXPECT_TRUE(store->container("a")) << "what came before the bad item is stored";
+  EXPECT_FALSE(then) << "a failed page leaves nothing to store";
+  EXPECT_FALSE(store->container("a")) << "nothing of a failed page is stored";
   EXPECT_FALSE(store->container("b"));
 }
 

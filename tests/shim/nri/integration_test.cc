@@ -195,6 +195,51 @@ TEST_F(NriIntegration, Paging3000ContainersV08) {
   EXPECT_LE(sim_->max_plugin_frame(), kMaxMuxPayloadOut);
 }
 
+// A page handler's after_reply work runs once the page's reply has been
+// sent (the runtime goes on meanwhile), before the next request is read,
+// and on_ready only after the last page is stored.
+TEST_F(NriIntegration, APagedSyncIsStoredAfterEachReplyAndBeforeTheNextRequest) {
+  struct Paged : RecordingHandlers {
+    Plugin** plugin = nullptr;
+    std::vector<uint64_t> frames_at_check, frames_at_store;
+    size_t stored = 0, stored_at_ready = 0, pages = 0;
+    bool synchronize_by_page() const override { return true; }
+    Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool, api::SynchronizeResponse*,
+                                     std::function<void()>* after_reply) override {
+      ++pages;
+      frames_at_check.push_back((*plugin)->transport_stats()->frames_out);
+      *after_reply = [this, n = page.container_count] {
+        frames_at_store.push_back((*plugin)->transport_stats()->frames_out);
+        stored += n;
+      };
+      return {};
+    }
+    void on_ready() override {
+      stored_at_ready = stored;
+      RecordingHandlers::on_ready();
+    }
+  };
+  Paged paged;
+  Plugin* raw = nullptr;
+  paged.plugin = &raw;
+  make_sim(8, "v2.0.0");
+  set_cluster(100, 3000);
+  ASSERT_TRUE(sim_->listen(socket_path_));
+  PluginOptions po;
+  po.socket_path = socket_path_;
+  po.index = "42";
+  plugin_ = std::make_unique<Plugin>(loop_, paged, po);
+  raw = plugin_.get();
+  ASSERT_TRUE(plugin_->start());
+  ASSERT_TRUE(wait_synced());
+  ASSERT_GE(paged.pages, 2u);
+  ASSERT_EQ(paged.frames_at_store.size(), paged.pages);
+  for (size_t i = 0; i < paged.pages; ++i)
+    EXPECT_GT(paged.frames_at_store[i], paged.frames_at_check[i]) << "page " << i << " stored before its reply";
+  EXPECT_EQ(paged.stored_at_ready, 3000u) << "ready before the last page was stored";
+  EXPECT_EQ(paged.ready, 1);
+}
+
 TEST_F(NriIntegration, OneHugeSynchronizeFromV04) {
   make_sim(4, "v1.7.13");
   set_cluster(100, 3000);
