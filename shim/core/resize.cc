@@ -532,10 +532,18 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   // Applies `fn` to the container: to the state in hand when the actuation
   // completed inside submit() (one store write per resize), else to the
   // stored one (it may have changed meanwhile; gone: nothing to record).
+  // The state in hand is moved into the store, not copied (a container is
+  // a few hundred bytes of strings and maps, once per UpdateContainer):
+  // after this only record() reads an item's container, and only its id.
+  auto store_moved = [&](Item& it) {
+    std::string id = it.c.id;
+    if (auto r = store_.upsert_container(std::move(it.c)); !r) log::warn("storing container {}: {}", id, r.error().message);
+    it.c.id = std::move(id);
+  };
   auto change = [&](Item& it, const std::function<void(Container&)>& fn) {
     if (f->inline_phase) {
       fn(it.c);
-      if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+      store_moved(it);
     } else {
       (void)store_.update_container(it.c.id, fn);
     }
@@ -543,8 +551,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   if (f->inline_phase) {
     // The containers not actuated are stored as admitted.
     for (auto& it : f->items)
-      if (!it.actuated)
-        if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+      if (!it.actuated) store_moved(it);
   }
   auto& result = f->result;
   const int64_t now = now_unix_ms();
