@@ -300,7 +300,14 @@ struct ReadBack::Impl {
     const Container& c = *ev.container;
     auto it = entries.find(c.id);
     if (it == entries.end()) {
-      enqueue(c.id, add(c));
+      Entry& e = add(c);
+      // A container the runtime reports before it runs (NRI CreateContainer
+      // comes before the runtime makes the cgroup) has nothing to read yet:
+      // its next state (PostCreate, Start), PostStartContainer's touch or
+      // the periodic pass reads it. Hook registrations come from a
+      // createRuntime hook, when the cgroup exists: read at once.
+      if (c.source == Source::Nri && c.state != "running") return;
+      enqueue(c.id, e);
       kick();
       return;
     }

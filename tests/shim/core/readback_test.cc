@@ -183,6 +183,25 @@ TEST_F(ReadBackTest, ContainerFromCreateGetsActualOnceItsCgroupExists) {
   EXPECT_EQ(c->actual->resources.memory_limit_bytes, 256 * Mi);
 }
 
+TEST_F(ReadBackTest, ANewNriContainerIsReadWhenItRunsNotBefore) {
+  make(options());
+  rb_->start();
+  // CreateContainer's container is not running and has no cgroup yet: no
+  // read is spent on it.
+  add_container("new", a_, "created");
+  loop_.advance(0ms);
+  EXPECT_EQ(rb_->stats().reads, 0u);
+  EXPECT_EQ(rb_->stats().gone, 0u);
+  // The runtime makes the cgroup and starts it: the state change reads it.
+  add_cgroup("new", a_);
+  add_container("new", a_, "running");
+  loop_.advance(0ms);
+  auto c = store_->container("new");
+  ASSERT_TRUE(c->actual) << "not read when it started";
+  EXPECT_EQ(c->actual->resources.memory_limit_bytes, 256 * Mi);
+  EXPECT_EQ(rb_->stats().reads, 1u);
+}
+
 TEST_F(ReadBackTest, TouchReadsAtOnce) {
   auto o = options();
   o.schedule = nullptr;  // nothing runs by itself: only touch() can read
