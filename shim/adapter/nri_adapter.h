@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -145,6 +146,10 @@ class NriAdapter : public nri::Handlers {
     size_t pod_count = 0, container_count = 0;
   };
   SyncState sync_;
+  // The sync's first bad item, found on a page answered before it was
+  // checked; reported in the last page's answer. And the page count.
+  std::optional<Error> sync_error_;
+  size_t sync_page_ = 0;
   core::Store& store_;
   cgroup::Engine* engine_;
   cdi::Registry* registry_;

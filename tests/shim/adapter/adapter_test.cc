@@ -334,6 +334,72 @@ TEST(NriAdapterSync, ABadItemFailsThePageAndNamesIt) {
   EXPECT_FALSE(store->container("b"));
 }
 
+// A page before the last is answered before it is checked (its answer is
+// more=true whatever it holds): a bad item on it fails the sync at the last
+// page's answer, named with its page, and nothing of its page or of a later
+// one is stored. The next sync starts afresh.
+TEST(NriAdapterSync, ABadItemOnAnEarlierPageFailsTheLastPageNamingIt) {
+  auto store = core::Store::in_memory();
+  NriAdapter adapter(*store, nullptr, nullptr, nullptr, AdapterOptions{});
+  auto p1 = pod("0a1b2c3d-0000-4000-8000-000000000001");
+  api::SynchronizeRequest page1, page2, page3;
+  *page1.add_pods() = p1;
+  *page1.add_containers() = container(p1, "a", 64 * kMi, 256, 0);
+  page1.set_more(true);
+  *page2.add_containers() = container(p1, "b", 64 * kMi, 256, 0);
+  auto bad = container(p1, "c", 64 * kMi, 256, 0);
+  bad.set_name(std::string("\xff\xfe", 2));  // not UTF-8
+  *page2.add_containers() = bad;
+  page2.set_more(true);
+  *page3.add_containers() = container(p1, "d", 64 * kMi, 256, 0);
+  page3.set_more(false);
+  const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString(),
+                    b3 = page3.SerializeAsString();
+  pb::SynchronizeView v1, v2, v3;
+  ASSERT_TRUE(pb::decode_synchronize(b1, &v1, /*check_items=*/false));
+  ASSERT_TRUE(pb::decode_synchronize(b2, &v2, /*check_items=*/false));
+  ASSERT_TRUE(pb::decode_synchronize(b3, &v3, /*check_items=*/false));
+  api::SynchronizeResponse reply;
+  std::function<void()> then;
+
+  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply, &then));
+  EXPECT_FALSE(store->container("a")) << "neither checked nor stored before its answer";
+  ASSERT_TRUE(then);
+  then();
+  EXPECT_TRUE(store->container("a")) << "a good page is stored after its answer";
+
+  then = nullptr;
+  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply, &then)) << "answered more=true at once";
+  ASSERT_TRUE(then);
+  then();
+  EXPECT_FALSE(store->container("b")) << "nothing of the bad page is stored";
+  EXPECT_FALSE(store->container("c"));
+
+  then = nullptr;
+  auto r = adapter.on_synchronize_page(v3, false, &reply, &then);
+  ASSERT_FALSE(r) << "the sync fails at its last answer";
+  EXPECT_NE(r.error().message.find("Synchronize page 2: SynchronizeRequest.containers[1]"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("UTF-8"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(then) << "nothing of the last page is stored either";
+  EXPECT_FALSE(store->container("d"));
+
+  // The runtime closes the plugin on the failed sync; the reconnection's
+  // sync starts afresh and is not failed by the old error.
+  then = nullptr;
+  api::SynchronizeRequest again;
+  *again.add_pods() = p1;
+  *again.add_containers() = container(p1, "d", 64 * kMi, 256, 0);
+  const std::string b4 = again.SerializeAsString();
+  pb::SynchronizeView v4;
+  ASSERT_TRUE(pb::decode_synchronize(b4, &v4, /*check_items=*/false));
+  ASSERT_TRUE(adapter.on_synchronize_page(v4, true, &reply, &then));
+  ASSERT_TRUE(then);
+  then();
+  EXPECT_TRUE(store->container("d"));
+  EXPECT_FALSE(store->container("a")) << "what only the failed sync had is dropped";
+}
+
 // ---------------------------------------------------------------------------
 
 class AdapterE2E : public ::testing::Test {
