@@ -5,9 +5,10 @@
 // config edited in memory, never serialized); podshim next to the reference Go library (Debian's v0.5.2 via
 // tools/cdi-ref) on the same corpus in the same run. Prints median and p99
 // (the max, with this few samples), peak RSS and the ratios against issue
-// 20's targets. The peak RSS is of a child doing what the Go side's run
-// does (load, inject, list the devices); podshim's rows without a Go
-// counterpart run in children of their own. Without Go or the Go CDI package it prints podshim's figures
+// 20's targets. The peak RSS is of a fresh process (this program run again
+// with --go-side-work, as the Go side's is a fresh process) doing what the
+// Go side's run does (load, inject, list the devices); podshim's rows
+// without a Go counterpart run in forked children of their own. Without Go or the Go CDI package it prints podshim's figures
 // and exits 77 (skip): there is no baseline to compare with.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -16,9 +17,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/ranges.h>
@@ -81,8 +84,6 @@ Stats stats(std::vector<double> v) {
   return {v[v.size() / 2], v[p99]};
 }
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 // podshim's samples, pooled over the rounds.
 struct Ours {
   std::vector<double> load, inject, few, mem, resolve, tree;
@@ -90,20 +91,93 @@ struct Ours {
   long rss = 0;  // KiB, the largest of the rounds' children
 };
 
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+constexpr const char* kConfigText = R"({"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"cwd":"/","env":["PATH=/bin"]},
+    "mounts":[{"destination":"/proc","type":"proc","source":"proc"}]})";
+
+// The 100 devices asked for, one per tenth spec file.
+std::vector<std::string> hundred() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kRequests; i++) names.push_back(device_name(i * (kSpecs / kRequests)));
+  return names;
+}
+
+// The common GPU case: one container asking for 8 of the 2000 devices.
+std::vector<std::string> eight() {
+  std::vector<std::string> few;
+  for (int i = 0; i < kFew; i++) few.push_back(device_name(i * (kSpecs / kFew) + 7));
+  return few;
+}
+
+RegistryOptions registry_options(const std::string& dir) {
+  RegistryOptions opts;
+  opts.spec_dirs = {dir};
+  opts.required_owner = ::getuid();
+  return opts;
+}
+
+// One timed injection of `want` into the config's text, as the Go side's.
+double inject_timed(const Registry& reg, const std::vector<std::string>& want) {
+  auto t0 = Clock::now();
+  auto r = inject_oci_text(reg, nlohmann::json::parse(kConfigText), want);
+  auto t1 = Clock::now();
+  if (!r) {
+    std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
+    ::_exit(1);
+  }
+  return ms(t1 - t0);
+}
+
+// Only what the Go side does in its run (load, inject, list the devices),
+// so that the peak RSS compares the same work.
+void go_side_work(const std::string& dir, int iterations, Ours& o) {
+  const std::vector<std::string> names = hundred(), few = eight();
+  for (int it = 0; it < iterations; it++) {
+    auto t0 = Clock::now();
+    Registry reg(registry_options(dir));
+    reg.refresh();
+    auto t1 = Clock::now();
+    o.inject.push_back(inject_timed(reg, names));
+    for (int k = 0; k < kFewRepeat; k++) o.few.push_back(inject_timed(reg, few));
+    o.devices = reg.devices().size();
+    o.load.push_back(ms(t1 - t0));
+  }
+}
+
+// What a child measured, as text for the parent.
+std::string encode(const Ours& o) {
+  std::string text = fmt::format("{} {}\n", o.devices, o.lookups);
+  for (const auto* v : {&o.load, &o.inject, &o.few, &o.mem, &o.resolve, &o.tree})
+    text += fmt::format("{} {}\n", v->size(), fmt::join(*v, " "));
+  return text;
+}
+
 // Runs body(iterations, first, samples) in a child (so the peak RSS is
-// podshim's own) and appends what it measured to `acc`.
+// podshim's own) and appends what it measured to `acc`. With `exec_dir`
+// the child is this program run afresh, doing go_side_work on that
+// directory's specs, and `body` is not used.
 template <typename F>
-bool run_ours(int iterations, bool first, F&& body, Ours& acc) {
+bool run_ours(int iterations, bool first, F&& body, Ours& acc, const char* exec_dir = nullptr) {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return false;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(pipefd[0]);
+    if (exec_dir) {
+      // A fresh process, as the Go side's: a forked child's peak RSS
+      // counted the parent's heap at the fork (from the second round on,
+      // the Go side's parsed results, about 1.5 MiB) and left out the
+      // shared-library pages only the parent had faulted in (the loader's
+      // relocations, static initialisers): 6.1 MiB forked, 7.1 fresh.
+      if (::dup2(pipefd[1], STDOUT_FILENO) < 0) ::_exit(1);
+      const std::string n = std::to_string(iterations);
+      ::execl("/proc/self/exe", "cdi_bench", "--go-side-work", exec_dir, n.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
     Ours o;
     body(iterations, first, o);
-    std::string text = fmt::format("{} {}\n", o.devices, o.lookups);
-    for (const auto* v : {&o.load, &o.inject, &o.few, &o.mem, &o.resolve, &o.tree})
-      text += fmt::format("{} {}\n", v->size(), fmt::join(*v, " "));
+    const std::string text = encode(o);
     if (::write(pipefd[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) ::_exit(1);
     ::_exit(0);
   }
@@ -138,21 +212,24 @@ bool run_ours(int iterations, bool first, F&& body, Ours& acc) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string_view(argv[1]) == "--go-side-work") {
+    // The child run_ours starts afresh: measures, writes its figures to stdout.
+    Ours o;
+    go_side_work(argv[2], std::atoi(argv[3]), o);
+    const std::string text = encode(o);
+    return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 ? 0 : 1;
+  }
   testing::TempDir t;
   std::string dir = t.sub("cdi");
   for (int i = 0; i < kSpecs; i++)
     testing::write_file(fmt::format("{}/k8s.gpu.example.com-gpu_{:04}.yaml", dir, i), claim_spec(i));
-  std::vector<std::string> names, few;
-  for (int i = 0; i < kRequests; i++) names.push_back(device_name(i * (kSpecs / kRequests)));
-  // The common GPU case: one container asking for 8 of the 2000 devices.
-  for (int i = 0; i < kFew; i++) few.push_back(device_name(i * (kSpecs / kFew) + 7));
+  const std::vector<std::string> names = hundred(), few = eight();
   // 100 other devices, of spec files `names` does not touch (the split of
   // the first injection's time below).
   std::vector<std::string> others;
   for (int i = 0; i < kRequests; i++) others.push_back(device_name(i * (kSpecs / kRequests) + 5));
-  const char* config_text = R"({"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"cwd":"/","env":["PATH=/bin"]},
-    "mounts":[{"destination":"/proc","type":"proc","source":"proc"}]})";
+  const char* config_text = kConfigText;
   testing::write_file(t.path() + "/config.json", config_text);
 
   // Ours and the Go library's alternate in rounds, so that both see the
@@ -182,42 +259,9 @@ int main() {
     }
     return go;
   };
-  auto registry_options = [&] {
-    RegistryOptions opts;
-    opts.spec_dirs = {dir};
-    opts.required_owner = ::getuid();
-    return opts;
-  };
-  // One timed injection of `want` into the config's text, as the Go side's.
-  auto inject_timed = [&](const Registry& reg, const std::vector<std::string>& want) {
-    auto t0 = Clock::now();
-    auto r = inject_oci_text(reg, nlohmann::json::parse(config_text), want);
-    auto t1 = Clock::now();
-    if (!r) {
-      std::fprintf(stderr, "inject failed: %s\n", r.error().message.c_str());
-      ::_exit(1);
-    }
-    return ms(t1 - t0);
-  };
   for (int round = 0; round < kRounds; round++) {
     // podshim, in a child so its peak RSS is its own.
-    if (!run_ours(kIterations / kRounds, round == 0, [&](int iterations, bool, Ours& o) {
-          // Only what the Go side does in its run (load, inject, list the
-          // devices), so that the peak RSS compares the same work; the
-          // other podshim rows run in a child of their own below.
-          std::vector<double>&load = o.load, &inject = o.inject, &inject_few = o.few;
-          size_t& devices = o.devices;
-          for (int it = 0; it < iterations; it++) {
-            auto t0 = Clock::now();
-            Registry reg(registry_options());
-            reg.refresh();
-            auto t1 = Clock::now();
-            inject.push_back(inject_timed(reg, names));
-            for (int k = 0; k < kFewRepeat; k++) inject_few.push_back(inject_timed(reg, few));
-            devices = reg.devices().size();
-            load.push_back(ms(t1 - t0));
-          }
-        }, ours))
+    if (!run_ours(kIterations / kRounds, round == 0, [](int, bool, Ours&) {}, ours, dir.c_str()))
       return 1;
     if (go_bin.empty()) continue;
     auto go = run_go(names, kIterations / kRounds);
@@ -239,7 +283,7 @@ int main() {
   Ours extra;
   if (!run_ours(kIterations / kRounds, true, [&](int iterations, bool, Ours& o) {
         for (int it = 0; it < iterations; it++) {
-          Registry reg(registry_options());
+          Registry reg(registry_options(dir));
           reg.refresh();
           // The same 100 with every host lookup answered from memory: inject
           // apart from its lstat(2) calls (one per host path of a node that
@@ -283,7 +327,7 @@ int main() {
   Ours split;
   if (!run_ours(kIterations / kRounds, false, [&](int iterations, bool, Ours& o) {
         for (int it = 0; it < iterations; it++) {
-          Registry reg(registry_options());
+          Registry reg(registry_options(dir));
           reg.refresh();
           o.inject.push_back(inject_timed(reg, names));
           o.mem.push_back(inject_timed(reg, names));
