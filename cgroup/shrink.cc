@@ -111,7 +111,6 @@ double growth_rate(const std::vector<std::pair<double, double>>& xs) {
 }
 
 void reclaim_tick(const ShrinkPtr& s) {
-  s->has_reclaim = s->cg.dir->has("memory.reclaim");
   auto cur = s->cg.dir->read_u64("memory.current");
   if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", s->cg.id)));
   s->usage = *cur;
@@ -318,19 +317,23 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   {
     if (auto h = s->ctx.held->prev_high(t.relpath)) s->prev_high = *h;
   }
+  // What memory.high holds now: with no held clamp, the value to come
+  // back to as well (one read for both).
+  auto cur_high = t.dir->read_trimmed("memory.high");
   if (s->prev_high.empty()) {
-    auto prev_high = t.dir->read_trimmed("memory.high");
-    if (!prev_high) return s->cb(wrap(prev_high, fmt::format("'{}'", t.id)));
-    s->prev_high = *prev_high;
+    if (!cur_high) return s->cb(wrap(cur_high, fmt::format("'{}'", t.id)));
+    s->prev_high = *cur_high;
   }
   auto prev_high_v = parse_memory_max(s->prev_high);
   if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", t.id)));
-  auto cur_high = t.dir->read_trimmed("memory.high");
   auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
   {
     if (s->ctx.held->has(t.relpath) && cur_high) s->earlier_clamp = *cur_high;
   }
   s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
+  // Linux 5.19+; looked up once: whether the file exists is the kernel's,
+  // not the moment's.
+  s->has_reclaim = t.dir->has("memory.reclaim");
   if (s->clamp_needed) {
     auto j = s->ctx.journal.record(t.relpath, s->prev_high);
     if (!j) return s->cb(std::move(j));
@@ -346,7 +349,6 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
     if (s->ctx.opts->test_pause_after_clamp.count() > 0)  // test seam
       return s->ctx.sched(s->ctx.opts->test_pause_after_clamp, [s] { reclaim_tick(s); });
   }
-  s->has_reclaim = t.dir->has("memory.reclaim");  // Linux 5.19+
   reclaim_tick(s);
 }
 
