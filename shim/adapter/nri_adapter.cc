@@ -135,9 +135,10 @@ Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bo
     // is the last page's answer. So this answer goes out at once and the
     // page is checked and stored after it, while the runtime encodes its
     // next page: podshim's part of the runtime's wait is the last page
-    // alone (100 pods / 3000 containers from a v0.8 runtime: 4.2 + 4.2 +
-    // 0.4 MB). A bad item fails the sync at the last page's answer, named
-    // with its page; nothing of its page, or of a later one, is stored.
+    // alone (pkg/adaptation at v0.8.0 sent 100 pods / 3000 containers as
+    // 4.2 + 2.8 MB; checking the last took 2.2 ms under strace). A bad item
+    // fails the sync at the last page's answer, named with its page;
+    // nothing of its page, or of a later one, is stored.
     *after_reply = [this, page, first, n] {
       if (sync_error_) return;
       if (auto r = check_synchronize_page(page); !r) {
