@@ -153,33 +153,17 @@ std::string encode(const Ours& o) {
   return text;
 }
 
-// Runs body(iterations, first, samples) in a child (so the peak RSS is
-// podshim's own) and appends what it measured to `acc`. With `exec_dir`
-// the child is this program run afresh, doing go_side_work on that
-// directory's specs, and `body` is not used.
+// Runs child(fd) in a forked child, which writes its figures (encode) to
+// fd and exits, and appends them to `acc` (its peak RSS is the child's own).
 template <typename F>
-bool run_ours(int iterations, bool first, F&& body, Ours& acc, const char* exec_dir = nullptr) {
+bool run_child(bool first, F&& child, Ours& acc) {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return false;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(pipefd[0]);
-    if (exec_dir) {
-      // A fresh process, as the Go side's: a forked child's peak RSS
-      // counted the parent's heap at the fork (from the second round on,
-      // the Go side's parsed results, about 1.5 MiB) and left out the
-      // shared-library pages only the parent had faulted in (the loader's
-      // relocations, static initialisers): 6.1 MiB forked, 7.1 fresh.
-      if (::dup2(pipefd[1], STDOUT_FILENO) < 0) ::_exit(1);
-      const std::string n = std::to_string(iterations);
-      ::execl("/proc/self/exe", "cdi_bench", "--go-side-work", exec_dir, n.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    Ours o;
-    body(iterations, first, o);
-    const std::string text = encode(o);
-    if (::write(pipefd[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) ::_exit(1);
-    ::_exit(0);
+    child(pipefd[1]);
+    ::_exit(1);
   }
   ::close(pipefd[1]);
   std::string text;
@@ -208,6 +192,32 @@ bool run_ours(int iterations, bool first, F&& body, Ours& acc, const char* exec_
   }
   acc.rss = std::max(acc.rss, static_cast<long>(ru.ru_maxrss));
   return static_cast<bool>(in);
+}
+
+// body(iterations, first, samples) in a forked child.
+template <typename F>
+bool run_ours(int iterations, bool first, F&& body, Ours& acc) {
+  return run_child(first, [&](int fd) {
+    Ours o;
+    body(iterations, first, o);
+    const std::string text = encode(o);
+    ::_exit(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? 0 : 1);
+  }, acc);
+}
+
+// go_side_work on `dir` in a fresh process (this program run again with
+// --go-side-work), as the Go side's is: a forked child's peak RSS counted
+// the parent's heap at the fork (from the second round on, the Go side's
+// parsed results, about 1.5 MiB) and left out the shared-library pages only
+// the parent had faulted in (the loader's relocations, static
+// initialisers): 6.1 MiB forked, 7.1 fresh.
+bool run_fresh(const std::string& dir, int iterations, bool first, Ours& acc) {
+  return run_child(first, [&](int fd) {
+    if (::dup2(fd, STDOUT_FILENO) < 0) ::_exit(1);
+    const std::string n = std::to_string(iterations);
+    ::execl("/proc/self/exe", "cdi_bench", "--go-side-work", dir.c_str(), n.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }, acc);
 }
 
 }  // namespace
@@ -261,7 +271,7 @@ int main(int argc, char** argv) {
   };
   for (int round = 0; round < kRounds; round++) {
     // podshim, in a child so its peak RSS is its own.
-    if (!run_ours(kIterations / kRounds, round == 0, [](int, bool, Ours&) {}, ours, dir.c_str()))
+    if (!run_fresh(dir, kIterations / kRounds, round == 0, ours))
       return 1;
     if (go_bin.empty()) continue;
     auto go = run_go(names, kIterations / kRounds);
