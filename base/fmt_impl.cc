@@ -4,7 +4,8 @@
 // format-inl.h is the implementation header libfmt-dev installs for this
 // purpose; the two explicit instantiations are the locale helpers the
 // formatting templates call and the shared library would otherwise supply.
-// Only podshim-hook links this file; everything else uses libfmt.so.
+// Linked into podshim-hook always, and into podshimd, podshimctl and the
+// CDI benchmark with -Dstatic_cxx (the top-level meson.build says why).
 #include <fmt/format-inl.h>
 
 namespace fmt {
