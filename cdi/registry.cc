@@ -193,8 +193,16 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   if (it != files.end()) {
     FileState* old = it->second.get();
     for (auto& qn : old->qualified()) {
-      auto& providers = name_state(qn).providers;
-      std::erase_if(providers, [&](const Provider& p) { return p.file == old; });
+      NameState& ns = name_state(qn);
+      ns.providers.erase_file(old);
+      // The winner may have been `old`, freed below: until recompute()
+      // the name is read from the providers.
+      ns.winner = -1;
+      ns.winner_spec = nullptr;
+      ns.winner_device = nullptr;
+      // Gone at once when it has no provider left: its name is read from
+      // its providers.
+      if (ns.providers.empty()) name_erase(static_cast<size_t>(&ns - names_.data()));
       affected.push_back(std::move(qn));
     }
   }
@@ -209,9 +217,9 @@ void Registry::replace_file(size_t prio, const std::string& name, std::unique_pt
   if (added) {
     auto qualified = added->qualified();
     for (size_t i = 0; i < qualified.size(); i++) {
-      auto& providers = name_state(qualified[i]).providers;
-      auto pos = std::upper_bound(providers.begin(), providers.end(), added,
-                                  [](const FileState* f, const Provider& p) { return scan_before(*f, *p.file); });
+      Providers& providers = name_state(qualified[i]).providers;
+      size_t pos = providers.size();
+      while (pos > 0 && scan_before(*added, *providers[pos - 1].file)) pos--;
       providers.insert(pos, Provider{added, i});
       affected.push_back(std::move(qualified[i]));
     }
@@ -241,43 +249,81 @@ int Registry::scan_rules(const NameState& ns, F&& each) {
   return conflicted ? -1 : cur;
 }
 
-Registry::NameState& Registry::name_state(const std::string& qn) {
-  auto [it, fresh] = names_.try_emplace(qn);
-  if (fresh) {
-    it->second.key = &it->first;
-    it->second.hash = FlatHash{}(std::string_view(qn));
-    index_insert(&it->second);
+void Registry::Providers::insert(size_t pos, Provider p) {
+  if (!many_ && !one_.file) {
+    one_ = p;
+    return;
   }
-  return it->second;
+  if (!many_) many_ = std::make_unique<std::vector<Provider>>(1, one_);
+  many_->insert(many_->begin() + static_cast<ptrdiff_t>(pos), p);
 }
 
-size_t Registry::index_probe(uint64_t hash, const NameState* ns) const {
-  const size_t mask = slots_.size() - 1;
-  size_t i = hash & mask;
-  while (slots_[i].ns && slots_[i].ns != ns) i = (i + 1) & mask;
-  return i;
+void Registry::Providers::erase_file(const FileState* file) {
+  if (!many_) {
+    if (one_.file == file) one_ = Provider{};
+    return;
+  }
+  std::erase_if(*many_, [&](const Provider& p) { return p.file == file; });
+  if (many_->size() <= 1) {
+    one_ = many_->empty() ? Provider{} : many_->front();
+    many_.reset();
+  }
 }
 
-void Registry::index_insert(NameState* ns) {
+bool Registry::NameState::is(std::string_view qn) const {
+  const Spec* spec;
+  const std::string* name;
+  if (winner_device) {
+    spec = &winner_spec->spec;
+    name = &winner_device->name;
+  } else {
+    const Provider& p = providers[0];
+    spec = &p.file->spec->spec;
+    name = &spec->devices[p.index].name;
+  }
+  const std::string& kind = spec->kind;
+  return qn.size() == kind.size() + 1 + name->size() && qn.compare(0, kind.size(), kind) == 0 &&
+         qn[kind.size()] == '=' && qn.substr(kind.size() + 1) == *name;
+}
+
+std::string Registry::NameState::qualified() const {
+  const Provider& p = providers[0];
+  const Spec& spec = p.file->spec->spec;
+  return spec.kind + "=" + spec.devices[p.index].name;
+}
+
+Registry::NameState& Registry::name_state(const std::string& qn) {
+  const uint64_t hash = FlatHash{}(std::string_view(qn));
+  if (const NameState* ns = index_find(qn, hash)) return const_cast<NameState&>(*ns);
   if (2 * (slots_used_ + 1) > slots_.size()) {
     std::vector<NameSlot> old = std::move(slots_);
     slots_.assign(std::max<size_t>(64, 2 * old.size()), NameSlot{});
     for (const NameSlot& s : old)
-      if (s.ns) slots_[index_probe(s.hash, nullptr)] = s;
+      if (s.at) slots_[index_probe(s.hash, 0)] = s;
   }
-  slots_[index_probe(ns->hash, nullptr)] = NameSlot{ns->hash, ns};
+  names_.emplace_back();
+  names_.back().hash = hash;
+  slots_[index_probe(hash, 0)] = NameSlot{hash, static_cast<uint32_t>(names_.size())};
   slots_used_++;
+  return names_.back();
 }
 
-// Linear probing's deletion without tombstones: the entries after the hole,
-// up to the next empty slot, move back into it when their probe passed it.
-void Registry::index_erase(const NameState* ns) {
+size_t Registry::index_probe(uint64_t hash, uint32_t at) const {
   const size_t mask = slots_.size() - 1;
-  size_t hole = index_probe(ns->hash, ns);
-  if (!slots_[hole].ns) return;
+  size_t i = hash & mask;
+  while (slots_[i].at && slots_[i].at != at) i = (i + 1) & mask;
+  return i;
+}
+
+void Registry::name_erase(size_t at) {
+  // Linear probing's deletion without tombstones: the entries after the
+  // hole, up to the next empty slot, move back into it when their probe
+  // passed it.
+  const size_t mask = slots_.size() - 1;
+  size_t hole = index_probe(names_[at].hash, static_cast<uint32_t>(at + 1));
   slots_[hole] = NameSlot{};
   slots_used_--;
-  for (size_t i = (hole + 1) & mask; slots_[i].ns; i = (i + 1) & mask) {
+  for (size_t i = (hole + 1) & mask; slots_[i].at; i = (i + 1) & mask) {
     size_t home = slots_[i].hash & mask;
     // Movable when its home is not in (hole, i], cyclically.
     bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
@@ -286,25 +332,30 @@ void Registry::index_erase(const NameState* ns) {
     slots_[i] = NameSlot{};
     hole = i;
   }
+  // The last entry moves into the erased one's place; its slot follows.
+  const size_t last = names_.size() - 1;
+  if (at != last) {
+    slots_[index_probe(names_[last].hash, static_cast<uint32_t>(last + 1))].at = static_cast<uint32_t>(at + 1);
+    names_[at] = std::move(names_[last]);
+  }
+  names_.pop_back();
 }
 
 const Registry::NameState* Registry::index_find(std::string_view qn, uint64_t hash) const {
   if (slots_.empty()) return nullptr;
   const size_t mask = slots_.size() - 1;
-  for (size_t i = hash & mask; slots_[i].ns; i = (i + 1) & mask)
-    if (slots_[i].hash == hash && *slots_[i].ns->key == qn) return slots_[i].ns;
+  for (size_t i = hash & mask; slots_[i].at; i = (i + 1) & mask) {
+    if (slots_[i].hash != hash) continue;
+    const NameState& ns = names_[slots_[i].at - 1];
+    if (ns.is(qn)) return &ns;
+  }
   return nullptr;
 }
 
 void Registry::recompute(const std::string& qn) {
-  auto it = names_.find(qn);
-  if (it == names_.end()) return;
-  NameState& ns = it->second;
-  if (ns.providers.empty()) {
-    index_erase(&ns);
-    names_.erase(it);
-    return;
-  }
+  const NameState* found = index_find(qn, FlatHash{}(std::string_view(qn)));
+  if (!found) return;  // no provider left: erased with its last one
+  NameState& ns = const_cast<NameState&>(*found);
   ns.winner = scan_rules(ns, [](const FileState*, const FileState*, size_t) {});
   ns.winner_spec = nullptr;
   ns.winner_device = nullptr;
@@ -325,11 +376,9 @@ void Registry::build_views() const {
     std::string text;
   };
   std::unordered_map<const FileState*, std::vector<Msg>> msgs;
-  for (const auto& entry : names_) {
-    // Not a structured binding: clang 14 (the fuzzing build) cannot capture one in a lambda.
-    const auto& qn = entry.first;
-    const auto& ns = entry.second;
+  for (const NameState& ns : names_) {
     if (ns.providers.size() < 2) continue;
+    const std::string qn = ns.qualified();
     scan_rules(ns, [&](const FileState* later, const FileState* first, size_t index) {
       std::string text = fmt::format("conflicting device \"{}\" (specs \"{}\", \"{}\")", qn,
                                      later->spec->path, first->spec->path);
@@ -394,8 +443,8 @@ const std::vector<std::shared_ptr<const SpecFile>>& Registry::specs() const {
 std::vector<std::string> Registry::devices() const {
   std::vector<std::string> out;
   out.reserve(names_.size());
-  for (const auto& [qn, ns] : names_)
-    if (ns.winner >= 0) out.push_back(qn);
+  for (const NameState& ns : names_)
+    if (ns.winner >= 0) out.push_back(ns.qualified());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -429,22 +478,23 @@ Result<std::vector<const ContainerEdits*>> Registry::resolve_parts(const std::ve
   std::vector<const NameState*> guess(distinct.size(), nullptr);
   if (!slots_.empty()) {
     for (size_t i = 0; i < distinct.size(); i++) {
-      for (size_t at = hashes[i] & mask; slots_[at].ns; at = (at + 1) & mask) {
+      for (size_t at = hashes[i] & mask; slots_[at].at; at = (at + 1) & mask) {
         if (slots_[at].hash != hashes[i]) continue;
-        guess[i] = slots_[at].ns;
+        guess[i] = &names_[slots_[at].at - 1];
         __builtin_prefetch(guess[i]);
         break;
       }
     }
+    // The name is compared with the winner's kind and device name.
     for (const NameState* g : guess)
-      if (g) __builtin_prefetch(g->key->data());
+      if (g && g->winner_device) __builtin_prefetch(g->winner_device->name.data());
   }
   found.reserve(distinct.size());
   for (size_t i = 0; i < distinct.size(); i++) {
     const std::string& n = *distinct[i];
     // A guess is the first slot with the full hash; another name with that
     // hash is found by the plain lookup.
-    const NameState* ns = guess[i] && *guess[i]->key == n ? guess[i] : index_find(n, hashes[i]);
+    const NameState* ns = guess[i] && guess[i]->is(n) ? guess[i] : index_find(n, hashes[i]);
     if (ns && ns->winner >= 0) {
       found.push_back(ns);
       __builtin_prefetch(&ns->winner_spec->spec.edits);

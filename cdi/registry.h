@@ -145,40 +145,58 @@ class Registry {
  private:
   struct FileState;
   struct Provider {
-    FileState* file;
-    size_t index;  // in file->spec->spec.devices
+    FileState* file = nullptr;
+    size_t index = 0;  // in file->spec->spec.devices
+  };
+  // A name's providers in scan order. Nearly every name has one: it is
+  // held in place, and a list is allocated only for a second.
+  class Providers {
+   public:
+    size_t size() const { return many_ ? many_->size() : one_.file ? 1 : 0; }
+    bool empty() const { return size() == 0; }
+    const Provider& operator[](size_t i) const { return many_ ? (*many_)[i] : one_; }
+    void insert(size_t pos, Provider p);
+    // Removes the providers of `file`.
+    void erase_file(const FileState* file);
+
+   private:
+    Provider one_;                                  // the only one, when !many_
+    std::unique_ptr<std::vector<Provider>> many_;   // all of them, when two or more
   };
   // Every file defining a qualified name, in scan order; the winner and the
   // conflicts are derived from them with the scan's rules (conflicts only
-  // when verdicts are built).
+  // when verdicts are built). The name itself is not stored: it is the
+  // first provider's kind, "=" and device name (a registry of DRA claims
+  // holds thousands of names of 60 bytes and more).
   struct NameState {
-    std::vector<Provider> providers;
-    int winner = -1;  // index in providers; -1: unresolvable (conflict)
+    uint64_t hash = 0;  // FlatHash of the qualified name
     // The winner's spec file and device, set with `winner`: a lookup then
-    // touches this node only, not the providers list and the file state
+    // touches this entry only, not the providers list and the file state
     // behind it (each a cache miss in a registry just loaded).
     const SpecFile* winner_spec = nullptr;
     const Device* winner_device = nullptr;
-    // Its key in names_ and that key's FlatHash, for the lookup index.
-    const std::string* key = nullptr;
-    uint64_t hash = 0;
+    Providers providers;
+    int winner = -1;  // index in providers; -1: unresolvable (conflict)
+    // Whether this is the entry of `qn` (providers not empty).
+    bool is(std::string_view qn) const;
+    std::string qualified() const;
   };
   // The lookup side of names_: open addressing over one array of {hash,
-  // node}. std::unordered_map's find walks bucket → previous node → node →
-  // key, four dependent cache misses per name in a registry just loaded
-  // (a quarter of a 100-device injection); here a name's slot holds its full
-  // hash, so a lookup is the slot and then the node, and resolve_parts()
-  // looks all of a request's names up in passes that prefetch the next
-  // step for every name before taking it.
+  // entry}. A name's slot holds its full hash, so a lookup is the slot and
+  // then the entry, and resolve_parts() looks all of a request's names up
+  // in passes that prefetch the next step for every name before taking it.
   struct NameSlot {
     uint64_t hash = 0;
-    NameState* ns = nullptr;  // null: empty
+    uint32_t at = 0;  // index in names_ + 1; 0: empty
   };
-  NameState& name_state(const std::string& qn);  // names_[qn], indexed
-  void index_insert(NameState* ns);
-  void index_erase(const NameState* ns);
-  // The slot holding `ns`, or where the probe for `hash` ends.
-  size_t index_probe(uint64_t hash, const NameState* ns) const;
+  // The entry of `qn`, created (empty) when missing; then the caller adds
+  // its first provider before any other lookup.
+  NameState& name_state(const std::string& qn);
+  // Removes the entry at `at` in names_ (the last entry moves into its place).
+  void name_erase(size_t at);
+  // The slot holding entry `at` (index in names_ + 1), or, for 0, where
+  // the probe for `hash` ends.
+  size_t index_probe(uint64_t hash, uint32_t at) const;
   const NameState* index_find(std::string_view qn, uint64_t hash) const;
   // Calls each(later, first, index in later) for every conflict of `ns`;
   // returns the winner's index, or -1.
@@ -215,8 +233,8 @@ class Registry {
 
   RegistryOptions options_;
   std::vector<DirState> dirs_;
-  std::unordered_map<std::string, NameState> names_;
-  std::vector<NameSlot> slots_;  // a power of two, at most half full
+  std::vector<NameState> names_;  // in no order; found through slots_
+  std::vector<NameSlot> slots_;   // a power of two, at most half full
   size_t slots_used_ = 0;
   // Built on demand from the state above.
   mutable bool views_stale_ = true;
