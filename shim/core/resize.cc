@@ -166,6 +166,9 @@ struct ResizeManager::Flight {
   std::vector<Item> items;
   ResizeResult result;
   bool any_restart = false, any_change = false;
+  // An item asked for what an actuation still running will leave: the
+  // outcome is that one's (InProgress), not Unchanged.
+  bool joins_running = false;
   // Set while the actuator runs inside submit(): a completion then has the
   // items' state in hand and stores each container once.
   bool inline_phase = false, finished = false;
@@ -287,11 +290,12 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
       return reject(Error{EINVAL, fmt::format("container '{}' belongs to pod '{}', not '{}'", r.container_id,
                                               c->pod_uid, intent.pod_uid)});
     Item it;
-    it.before = c->allocated;
+    it.before = allocation(*c);
     it.next = merge(c->desired, r.resources, r.remove);
     it.cpu_policy = r.cpu_policy.value_or(c->cpu_policy);
     it.memory_policy = r.memory_policy.value_or(c->memory_policy);
     it.c = std::move(*c);  // the store's copy is the item's: no second copy
+    it.c.allocated = it.before;
     // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
     auto v = validate(it.next);
     if (v) v = cgroup::check_kernel_limits(it.next);
@@ -359,9 +363,9 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     std::vector<NamedResources> new_named;
     if (!pod_uid.empty()) {
       store_.for_each_container_of(pod_uid, [&](const Container& s) {
-        old_pod.push_back(s.allocated);
+        old_pod.push_back(allocation(s));
         auto fi = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
-        new_pod.push_back(fi != items.end() ? fi->next : s.allocated);
+        new_pod.push_back(fi != items.end() ? fi->next : old_pod.back());
         new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
       });
     }
@@ -431,8 +435,8 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
       store_.for_each_container([&](const Container& c) {
         if (c.pod_uid == pod_uid && !pod_uid.empty()) return;
         if (pod_uid.empty() && seen.count(c.id)) return;
-        cpu_used += eff_cpu_req(c.allocated);
-        mem_used += eff_mem_req(c.allocated);
+        cpu_used += eff_cpu_req(allocation(c));
+        mem_used += eff_mem_req(allocation(c));
       });
       bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
       bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
@@ -459,6 +463,12 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     bool cpu_changed = cpu_differs(it.c.allocated, it.next);
     bool mem_changed = mem_differs(it.c.allocated, it.next);
     if (!from_runtime && !cpu_changed && !mem_changed) {
+      if (running_.count(it.c.id)) {
+        // What a running actuation will leave: its outcome is this one's
+        // (the container keeps last_outcome "in_progress" until it lands).
+        f->joins_running = true;
+        continue;
+      }
       if (!it.c.restart_required) it.c.conditions.in_progress.reset();
       it.c.last_outcome = "unchanged";
       continue;
@@ -524,11 +534,29 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   actuator_.apply(act, [this, f](Result<cgroup::ResizeReport> rep) { finish(f, std::move(rep)); });
   if (f->finished) return;
   f->inline_phase = false;
+  for (const auto& it : items) {
+    if (!it.actuated) continue;
+    Running& r = running_[it.c.id];
+    r.target = it.next;
+    r.count++;
+  }
   store_pending();  // completes later, from the loop
+}
+
+const K8sResources& ResizeManager::allocation(const Container& c) const {
+  auto r = running_.find(c.id);
+  return r != running_.end() ? r->second.target : c.allocated;
 }
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
   f->finished = true;
+  if (!f->inline_phase) {  // it was counted as running when submit() returned
+    for (const auto& it : f->items) {
+      if (!it.actuated) continue;
+      auto r = running_.find(it.c.id);
+      if (r != running_.end() && --r->second.count <= 0) running_.erase(r);
+    }
+  }
   // Applies `fn` to the container: to the state in hand when the actuation
   // completed inside submit() (one store write per resize), else to the
   // stored one (it may have changed meanwhile; gone: nothing to record).
@@ -646,6 +674,9 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   } else if (f->any_restart) {
     result.outcome = ResizeOutcome::RestartRequired;
     result.message = "resize requires a container restart; podshim does not restart containers";
+  } else if (f->joins_running && !f->any_change) {
+    result.outcome = ResizeOutcome::InProgress;
+    result.message = "resize in progress; its outcome follows in lastResizeOutcome";
   } else {
     result.outcome = f->any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged;
   }

@@ -166,10 +166,25 @@ class ResizeManager {
   void finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep);
   void record(const Flight& f, const Result<ResizeResult>& r);
 
+  // What `c` is allocated once the actuations still running for it have
+  // completed: the last one's target, else its stored allocated values.
+  const K8sResources& allocation(const Container& c) const;
+
   Store& store_;
   Actuator& actuator_;
   NodeAllocatable allocatable_;
   Metrics* metrics_;
+  // Containers whose actuation was still running when submit() returned:
+  // the target of the latest and how many run. The stored allocated
+  // values are those before it until it completes, so a request is
+  // compared with this instead; compared with the stored values, a request
+  // back to them while a change ran was "unchanged", and the running one
+  // then left the older request's values in place.
+  struct Running {
+    K8sResources target;
+    int count = 0;
+  };
+  std::map<std::string, Running, std::less<>> running_;
 };
 
 }  // namespace podshim::core

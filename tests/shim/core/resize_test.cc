@@ -343,6 +343,47 @@ TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
   EXPECT_EQ(metrics.resize_latency.count(), 1u);
 }
 
+// A request back to the values allocated before, while a change to other
+// values is still actuating: the running one would leave its values, so the
+// request is not "unchanged". It joins the running one (InProgress) and the
+// container ends with what was asked last.
+TEST_F(ResizeTest, RequestBackToTheOldValuesWhileAChangeRunsEndsWithTheLastRequest) {
+  act.hold = true;
+  auto shrink = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(shrink);
+  EXPECT_EQ(shrink->outcome, ResizeOutcome::InProgress);
+  auto back = resize({std::nullopt, std::nullopt, std::nullopt, 128 * Mi});
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->outcome, ResizeOutcome::InProgress);
+  EXPECT_EQ(back->generations.at("c1"), 2);
+  // Compared with the running shrink's target, 128 Mi is a change: a
+  // second actuation, queued behind the first.
+  ASSERT_EQ(act.held.size(), 2u);
+  act.complete();
+  auto c = c1();
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(c.desired.memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(act.last.at("/kubepods/burstable/podp1/c1").memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(c.last_outcome, "applied");
+
+  // The same values as the running change: nothing more to actuate, and
+  // the answer is the running one's, not "unchanged".
+  auto again = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(again);
+  auto same = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->outcome, ResizeOutcome::InProgress);
+  EXPECT_EQ(act.held.size(), 1u);
+  EXPECT_EQ(c1().last_outcome, "in_progress");
+  act.complete();
+  EXPECT_EQ(c1().allocated.memory_limit_bytes, 96 * Mi);
+  EXPECT_EQ(c1().last_outcome, "applied");
+  // Nothing running: the same values again are unchanged.
+  auto idle = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(idle->outcome, ResizeOutcome::Unchanged);
+}
+
 TEST(MachineAllocatable, ReadsMemTotal) {
   auto a = machine_allocatable();
   ASSERT_TRUE(a) << a.error().message;
