@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -21,6 +22,14 @@ class CgroupDir {
 
   // Attribute names are single kernel file names ("cpu.max"); anything with a
   // '/' or a leading '.' is refused.
+  //
+  // The fds of the first kMaxKept attributes read stay open and are read
+  // again with pread at offset 0 (kernfs regenerates a seq_file read from
+  // offset 0): a memory decrease reads memory.stat, memory.current and the
+  // limits again and again while it watches the cgroup, and an openat2
+  // (a path walk with RESOLVE_BENEATH) plus close for each read was most of
+  // its system time. A kept fd that fails is closed and the file opened
+  // afresh, so a cgroup that went away reports the open's error.
   Result<std::string> read(std::string_view attr) const;
   // read() with surrounding whitespace removed.
   Result<std::string> read_trimmed(std::string_view attr) const;
@@ -35,9 +44,16 @@ class CgroupDir {
   int fd() const { return fd_.get(); }
 
  private:
+  static constexpr size_t kMaxKept = 8;  // the attributes one resize reads
+
   CgroupDir(UniqueFd fd, std::string relpath) : fd_(std::move(fd)), relpath_(std::move(relpath)) {}
   UniqueFd fd_;
   std::string relpath_;
+  struct Kept {
+    std::string attr;
+    UniqueFd fd;
+  };
+  mutable std::vector<Kept> kept_;
 };
 
 }  // namespace podshim::cgroup
