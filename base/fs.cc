@@ -163,15 +163,20 @@ Result<std::string> read_file_at(int dirfd, std::string_view relpath, size_t max
 Result<std::string> read_attr_at(int dirfd, std::string_view relpath, size_t max) {
   auto fd = open_beneath(dirfd, relpath, O_RDONLY);
   if (!fd) return Unexpected(fd.error());
+  return read_attr_fd(fd->get(), relpath, max);
+}
+
+Result<std::string> read_attr_fd(int fd, std::string_view name, size_t max) {
   char buf[4096];
   ssize_t n;
-  do n = ::read(fd->get(), buf, sizeof buf); while (n < 0 && errno == EINTR);
-  if (n < 0) return fail_errno("reading '{}'", relpath);
-  if (static_cast<size_t>(n) > max) return fail(EFBIG, "'{}': file is larger than the {} bytes allowed", relpath, max);
+  do n = ::pread(fd, buf, sizeof buf, 0); while (n < 0 && errno == EINTR);
+  if (n < 0) return fail_errno("reading '{}'", name);
+  if (static_cast<size_t>(n) > max) return fail(EFBIG, "'{}': file is larger than the {} bytes allowed", name, max);
   std::string out(buf, static_cast<size_t>(n));
   if (static_cast<size_t>(n) < sizeof buf) return out;
-  auto rest = read_fd(fd->get(), max - out.size());
-  if (!rest) return wrap(rest, fmt::format("'{}'", relpath));
+  if (::lseek(fd, n, SEEK_SET) < 0) return fail_errno("reading '{}'", name);
+  auto rest = read_fd(fd, max - out.size());
+  if (!rest) return wrap(rest, fmt::format("'{}'", name));
   out += *rest;
   return out;
 }

@@ -56,6 +56,10 @@ Result<std::string> read_file_at(int dirfd, std::string_view relpath,
 // the file ends (fs/seq_file.c, seq_read_iter), and a regular file (the fake
 // trees of tests) returns short only at its end.
 Result<std::string> read_attr_at(int dirfd, std::string_view relpath, size_t max = kDefaultMaxRead);
+// read_attr_at on an open fd, from offset 0 whatever its position: an fd
+// kept open reads the attribute whole again (kernfs regenerates a seq_file
+// read from offset 0). `name` is for messages.
+Result<std::string> read_attr_fd(int fd, std::string_view name, size_t max = kDefaultMaxRead);
 
 // Reads an already-open fd from its current offset to EOF, at most max bytes.
 Result<std::string> read_fd(int fd, size_t max = kDefaultMaxRead);

@@ -9,6 +9,8 @@
 namespace podshim::cgroup {
 namespace {
 
+constexpr size_t kMaxAttr = 1 << 16;
+
 Result<void> check_attr(std::string_view attr) {
   if (attr.empty() || attr.front() == '.' || attr.find('/') != std::string_view::npos ||
       attr.find('\0') != std::string_view::npos)
@@ -24,40 +26,17 @@ Result<CgroupDir> CgroupDir::open(int root_fd, std::string_view relpath) {
   return CgroupDir(std::move(*fd), std::string(relpath));
 }
 
-namespace {
-
-constexpr size_t kMaxAttr = 1 << 16;
-
-// The whole attribute from offset 0, in reads of what the kernel hands out.
-Result<std::string> pread_all(int fd, std::string_view attr) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n;
-    do n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(out.size())); while (n < 0 && errno == EINTR);
-    if (n < 0) return fail_errno("reading '{}'", attr);
-    if (n == 0) return out;
-    if (out.size() + static_cast<size_t>(n) > kMaxAttr)
-      return fail(EFBIG, "'{}': file is larger than the {} bytes allowed", attr, kMaxAttr);
-    out.append(buf, static_cast<size_t>(n));
-    // A kernel attribute comes whole in one read when it fits.
-    if (static_cast<size_t>(n) < sizeof buf) return out;
-  }
-}
-
-}  // namespace
-
 Result<std::string> CgroupDir::read(std::string_view attr) const {
   PODSHIM_TRY(check_attr(attr));
   for (auto k = kept_.begin(); k != kept_.end(); ++k) {
     if (k->attr != attr) continue;
-    if (auto r = pread_all(k->fd.get(), attr)) return r;
+    if (auto r = fs::read_attr_fd(k->fd.get(), attr, kMaxAttr)) return r;
     kept_.erase(k);  // opened afresh below: its error is the one to report
     break;
   }
   auto fd = fs::open_beneath(fd_.get(), attr, O_RDONLY);
   if (!fd) return wrap(Result<std::string>(Unexpected(fd.error())), fmt::format("cgroup '{}'", relpath_));
-  auto r = pread_all(fd->get(), attr);
+  auto r = fs::read_attr_fd(fd->get(), attr, kMaxAttr);
   if (!r) return wrap(r, fmt::format("cgroup '{}'", relpath_));
   if (kept_.size() < kMaxKept) kept_.push_back(Kept{std::string(attr), std::move(*fd)});
   return r;

@@ -145,6 +145,9 @@ std::string fmt_res(const K8sResources& r) {
                      fmt_q(r.memory_request_bytes, false), fmt_q(r.memory_limit_bytes, false));
 }
 
+// The answer to a resize whose outcome lands later.
+constexpr const char* kInProgressMessage = "resize in progress; its outcome follows in lastResizeOutcome";
+
 }  // namespace
 
 struct ResizeManager::Flight {
@@ -192,7 +195,7 @@ Result<ResizeResult> ResizeManager::sync_submit(ResizeIntent intent) {
   // Completes later: the caller sees where it stands now.
   ResizeResult r;
   r.outcome = ResizeOutcome::InProgress;
-  r.message = "resize in progress; its outcome follows in lastResizeOutcome";
+  r.message = kInProgressMessage;
   for (const auto& id : ids)
     store_.with_container(id, [&](const Container& c) { r.generations[id] = c.generation; });
   return r;
@@ -676,7 +679,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     result.message = "resize requires a container restart; podshim does not restart containers";
   } else if (f->joins_running && !f->any_change) {
     result.outcome = ResizeOutcome::InProgress;
-    result.message = "resize in progress; its outcome follows in lastResizeOutcome";
+    result.message = kInProgressMessage;
   } else {
     result.outcome = f->any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged;
   }
