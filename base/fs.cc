@@ -1,5 +1,7 @@
 #include "base/fs.h"
 
+#include "base/str.h"
+
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -69,12 +71,14 @@ Result<void> check_relative(std::string_view relpath) {
   if (relpath.empty()) return fail(EINVAL, "empty path");
   if (relpath.find('\0') != std::string_view::npos) return fail(EINVAL, "path contains NUL");
   if (relpath.front() == '/') return fail(EINVAL, "path '{}' is absolute, expected relative", relpath);
-  for (std::string_view c : split_components(relpath)) {
-    if (c.empty()) return fail(EINVAL, "path '{}' has an empty component", relpath);
-    if (c == "." || c == "..")
-      return fail(EINVAL, "path '{}' contains a '{}' component", relpath, c);
-  }
-  return {};
+  std::string_view bad;
+  const bool ok = str::each_component(relpath, [&](std::string_view c) {
+    bad = c;
+    return !(c.empty() || c == "." || c == "..");
+  });
+  if (ok) return {};
+  if (bad.empty()) return fail(EINVAL, "path '{}' has an empty component", relpath);
+  return fail(EINVAL, "path '{}' contains a '{}' component", relpath, bad);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Small string helpers with errors as values (no exceptions, no locale).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,6 +16,37 @@ std::string_view trim(std::string_view s);
 
 // Splits on `sep`; keeps empty fields ("a,,b" → {"a","","b"}).
 std::vector<std::string_view> split(std::string_view s, char sep);
+
+// Calls fn(component) for each '/'-separated part of `s` in order, empty
+// parts included ("a//b" → "a", "", "b"), without building a vector; stops
+// at the first call that returns false and returns false then.
+template <typename F>
+bool each_component(std::string_view s, F&& fn) {
+  size_t i = 0;
+  while (true) {
+    const size_t j = s.find('/', i);
+    if (!fn(s.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i))) return false;
+    if (j == std::string_view::npos) return true;
+    i = j + 1;
+  }
+}
+
+// A set of bytes as a 256-entry table built at compile time from a
+// predicate: membership is one load instead of a chain of comparisons (ids
+// and cgroup path components are checked on every runtime event).
+using ByteSet = std::array<bool, 256>;
+template <typename Pred>
+constexpr ByteSet byte_set(Pred in) {
+  ByteSet t{};
+  for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = in(static_cast<char>(c));
+  return t;
+}
+// The offset of the first byte of `s` outside `set`, or npos.
+inline size_t find_not_in(std::string_view s, const ByteSet& set) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!set[static_cast<unsigned char>(s[i])]) return i;
+  return std::string_view::npos;
+}
 
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);

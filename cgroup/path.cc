@@ -9,20 +9,20 @@ namespace {
 // ("-" or "_"), unit names (".", "@", "\x2d" escapes use '\\'). Anything
 // else — control characters, spaces, '/', ':' — has no business in one
 // component and is refused rather than interpreted.
-bool component_char_ok(char c) {
+constexpr bool component_char_ok(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_' || c == '.' || c == '@' || c == '\\' || c == '+';
 }
+constexpr str::ByteSet kComponentChars = str::byte_set(component_char_ok);
 
 Result<void> check_component(std::string_view c, std::string_view whole) {
   if (c.empty()) return fail(EINVAL, "cgroup path '{}' has an empty component", whole);
   if (c == "." || c == "..")
     return fail(EINVAL, "cgroup path '{}' contains '{}', refusing to leave the cgroup root", whole, c);
   if (c.size() > 255) return fail(ENAMETOOLONG, "cgroup path '{}' has a component over 255 bytes", whole);
-  for (char ch : c)
-    if (!component_char_ok(ch))
-      return fail(EINVAL, "cgroup path '{}' contains a disallowed character (0x{:02x})", whole,
-                  static_cast<unsigned char>(ch));
+  if (const size_t at = str::find_not_in(c, kComponentChars); at != std::string_view::npos)
+    return fail(EINVAL, "cgroup path '{}' contains a disallowed character (0x{:02x})", whole,
+                static_cast<unsigned char>(c[at]));
   return {};
 }
 
@@ -93,7 +93,9 @@ Result<CgroupLocation> resolve_cgroup_path(std::string_view p, DriverKind driver
       return fail(EINVAL, "cgroupfs path '{}' must be absolute (relative to the cgroup root)", p);
     std::string_view rel = p.substr(1);
     if (rel.empty()) return fail(EINVAL, "cgroup path '{}' names the cgroup root itself", p);
-    for (std::string_view c : str::split(rel, '/')) PODSHIM_TRY(check_component(c, p));
+    Result<void> bad;
+    str::each_component(rel, [&](std::string_view c) { return static_cast<bool>(bad = check_component(c, p)); });
+    if (!bad) return Unexpected(std::move(bad).error());
     loc.relpath = std::string(rel);
     return loc;
   }

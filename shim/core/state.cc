@@ -11,6 +11,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "shim/core/json.h"
 #include "shim/core/json_writer.h"
 
@@ -24,10 +25,11 @@ constexpr std::string_view kSuffix = ".json";
 constexpr std::string_view kJournal = "journal";
 constexpr std::string_view kJournalOld = "journal.old";
 
-bool id_char_ok(char c) {
+constexpr bool id_char_ok(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '-' || c == '_' || c == '.';
 }
+constexpr str::ByteSet kIdChars = str::byte_set(id_char_ok);
 
 }  // namespace
 
@@ -92,9 +94,8 @@ Result<void> validate_id(std::string_view kind, std::string_view id) {
   if (id.empty()) return fail(EINVAL, "{} must not be empty", kind);
   if (id.size() > 128) return fail(EINVAL, "{} '{}...' longer than 128 characters", kind, id.substr(0, 32));
   if (id.front() == '.') return fail(EINVAL, "{} '{}' must not start with '.'", kind, id);
-  for (char c : id) {
-    if (!id_char_ok(c)) return fail(EINVAL, "{} '{}' contains a character outside [A-Za-z0-9_.-]", kind, id);
-  }
+  if (str::find_not_in(id, kIdChars) != std::string_view::npos)
+    return fail(EINVAL, "{} '{}' contains a character outside [A-Za-z0-9_.-]", kind, id);
   return {};
 }
 
@@ -511,13 +512,16 @@ Result<bool> Store::remove_pod(std::string_view uid) {
 }
 
 Result<void> Store::upsert_container(Container c) {
-  PODSHIM_TRY(validate_id("container id", c.id));
-  if (!c.pod_uid.empty()) PODSHIM_TRY(validate_id("pod uid", c.pod_uid));
   std::lock_guard lk(mu_);
+  auto it = containers_.find(c.id);
+  // A stored id was checked when it was stored, and so was the pod uid it
+  // keeps: only what is new is checked (every resize stores its container).
+  const bool known = it != containers_.end();
+  if (!known) PODSHIM_TRY(validate_id("container id", c.id));
+  if (!c.pod_uid.empty() && (!known || it->second.pod_uid != c.pod_uid)) PODSHIM_TRY(validate_id("pod uid", c.pod_uid));
   // A resynchronization re-sends what podshim already knows: nothing to
   // write and nothing to tell subscribers when the object did not change.
-  auto it = containers_.find(c.id);
-  if (it != containers_.end() && it->second == c) return {};
+  if (known && it->second == c) return {};
   if (dirfd_) {
     std::string j = json_string(c);
     PODSHIM_TRY(persist(kContainersDir, c.id, &j));
