@@ -334,7 +334,14 @@ void NriAdapter::on_update_container(const pb::PodSandboxView& pod, const pb::Co
   };
   look();
   if (!known) {
-    remember(pod.uid, ctr, true);
+    // New to podshim: the whole container is read and checked now (the
+    // request's views hold only its ids, decode_update_container).
+    pb::ContainerView full;
+    if (ctr.partial) {
+      if (auto d = pb::decode_container(ctr.raw, &full, 1); !d)
+        return respond(Unexpected(d.error().wrap("UpdateContainerRequest.container")));
+    }
+    remember(pod.uid, ctr.partial ? full : ctr, true);
     look();
   }
   // Values the kernel would refuse are refused before anything is recorded (issue 17.5).

@@ -573,6 +573,85 @@ Result<void> decode_pod_container_request(std::string_view buf, PodContainerRequ
   }
 }
 
+namespace {
+
+// The id fields of a PodSandbox; everything else is walked, not read.
+Result<void> decode_pod_ids(std::string_view buf, PodSandboxView* out, int depth) {
+  *out = {};
+  out->raw = buf;
+  out->partial = true;
+  Cursor c(buf, "PodSandbox", depth);
+  while (true) {
+    PB_LET(bool more, c.next());
+    if (!more) return {};
+    switch (c.field()) {
+      case 1: PB_SET(out->id, str(c, "id")); break;
+      case 2: PB_SET(out->name, str(c, "name")); break;
+      case 3: PB_SET(out->uid, str(c, "uid")); break;
+      case 4: PB_SET(out->namespace_, str(c, "namespace")); break;
+      default: break;
+    }
+  }
+}
+
+// The id, state and pid fields of a Container; everything else is walked.
+Result<void> decode_container_ids(std::string_view buf, ContainerView* out, int depth) {
+  *out = {};
+  out->raw = buf;
+  out->partial = true;
+  Cursor c(buf, "Container", depth);
+  while (true) {
+    PB_LET(bool more, c.next());
+    if (!more) return {};
+    switch (c.field()) {
+      case 1: PB_SET(out->id, str(c, "id")); break;
+      case 2: PB_SET(out->pod_sandbox_id, str(c, "pod_sandbox_id")); break;
+      case 3: PB_SET(out->name, str(c, "name")); break;
+      case 4: {
+        PB_LET(auto v, varint(c, "state"));
+        out->state = static_cast<int32_t>(v);
+        break;
+      }
+      case 12: {
+        PB_LET(auto v, varint(c, "pid"));
+        out->pid = static_cast<uint32_t>(v);
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+Result<void> decode_update_container(std::string_view buf, PodContainerRequestView* out) {
+  *out = {};
+  Cursor c(buf, "UpdateContainerRequest");
+  bool seen_pod = false, seen_ctr = false;
+  while (true) {
+    PB_LET(bool more, c.next());
+    if (!more) return {};
+    switch (c.field()) {
+      case 1: {
+        PB_LET(auto b, sub(c, "pod", &seen_pod));
+        PODSHIM_TRY(wrap_in(decode_pod_ids(b, &out->pod, 1), c, "pod"));
+        break;
+      }
+      case 2: {
+        PB_LET(auto b, sub(c, "container", &seen_ctr));
+        PODSHIM_TRY(wrap_in(decode_container_ids(b, &out->container, 1), c, "container"));
+        break;
+      }
+      case 3: {
+        PB_LET(auto b, sub(c, "linux_resources", &out->has_linux_resources));
+        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &out->linux_resources, 1), c, "linux_resources"));
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
 Result<void> decode_pod_sandbox_update(std::string_view buf, PodContainerRequestView* out) {
   *out = {};
   Cursor c(buf, "UpdatePodSandboxRequest");

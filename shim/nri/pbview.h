@@ -149,6 +149,9 @@ struct LinuxResourcesView {
 
 struct PodSandboxView {
   std::string_view raw;
+  // Only the ids were read (decode_update_container): decode_pod(raw) for
+  // the rest, which is then checked as on any other request.
+  bool partial = false;
   std::string_view id, name, uid, namespace_, runtime_handler;
   StringMapView labels, annotations;
   uint32_t pid = 0;
@@ -163,6 +166,9 @@ struct PodSandboxView {
 
 struct ContainerView {
   std::string_view raw;
+  // Only the ids, state and pid were read (decode_update_container):
+  // decode_container(raw) for the rest, checked as on any other request.
+  bool partial = false;
   std::string_view id, pod_sandbox_id, name;
   int32_t state = 0;  // api::ContainerState
   uint32_t pid = 0;
@@ -230,6 +236,16 @@ Result<void> decode_container(std::string_view buf, ContainerView* out, int dept
 // field 2, overhead, is skipped since podshim does not use it).
 Result<void> decode_pod_container_request(std::string_view buf, PodContainerRequestView* out,
                                           const char* what);
+// UpdateContainer, read for what an update uses: the new resources
+// (field 3) in full, and of pod and container only their ids (pod: id,
+// name, uid, namespace; container: id, pod_sandbox_id, name, state, pid),
+// both marked `partial`. Their other fields (labels, annotations, args,
+// env, mounts, linux, ...) are walked as wire structure only: podshim
+// checked and stored them when it learnt the container (Synchronize,
+// CreateContainer), and re-checking about 3 KB of the container's strings
+// on every resize was most of podshim's own work per UpdateContainer. A
+// container podshim does not know yet is decoded in full by the handler.
+Result<void> decode_update_container(std::string_view buf, PodContainerRequestView* out);
 Result<void> decode_pod_sandbox_update(std::string_view buf, PodContainerRequestView* out);
 Result<void> decode_state_change(std::string_view buf, StateChangeView* out);
 Result<void> decode_synchronize(std::string_view buf, SynchronizeView* out, bool check_items = true);

@@ -72,6 +72,15 @@ Result<void> Handlers::on_create_container(const pb::PodSandboxView& pod, const 
 void Handlers::on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
                                    const pb::LinuxResourcesView& resources,
                                    Respond<api::UpdateContainerResponse> respond) {
+  // The views are partial (decode_update_container): the rest is checked
+  // here as on every other request before libprotobuf, the lenient one,
+  // reads it.
+  pb::PodSandboxView full_pod;
+  pb::ContainerView full_ctr;
+  if (auto d = pb::decode_pod(pod.raw, &full_pod, 1); !d)
+    return respond(Unexpected(d.error().wrap("UpdateContainerRequest.pod")));
+  if (auto d = pb::decode_container(ctr.raw, &full_ctr, 1); !d)
+    return respond(Unexpected(d.error().wrap("UpdateContainerRequest.container")));
   api::PodSandbox p;
   api::Container c;
   api::LinuxResources r;
@@ -332,12 +341,8 @@ CallResult to_call_result(const Result<T>& r) {
 
 }  // namespace
 
-Transport::Responder Plugin::with_deadline(Transport::Responder respond, const std::string& method) {
-  const uint64_t timeout_usec = runtime_.request_timeout_ms > 0
-                                    ? static_cast<uint64_t>(runtime_.request_timeout_ms) * 1000
-                                    : 2'000'000;  // NRI's default (api/timeouts.go)
-  const uint64_t after = timeout_usec > 2 * opts_.reply_margin_usec ? timeout_usec - opts_.reply_margin_usec
-                                                                    : timeout_usec / 2;
+void Plugin::with_deadline(Transport::Responder respond, std::string_view method,
+                           const std::function<void(Transport::Responder)>& start) {
   struct Once {
     Transport::Responder respond;
     sd_event_source* timer = nullptr;
@@ -346,7 +351,24 @@ Transport::Responder Plugin::with_deadline(Transport::Responder respond, const s
   };
   auto once = std::make_shared<Once>();
   once->respond = std::move(respond);
-  once->method = method;
+  start([once](CallResult res) {
+    if (once->timer) {
+      delete static_cast<std::shared_ptr<Once>*>(sd_event_source_get_userdata(once->timer));
+      once->timer = sd_event_source_disable_unref(once->timer);
+    }
+    if (auto resp = std::move(once->respond)) {
+      once->respond = nullptr;
+      resp(std::move(res));
+    }
+  });
+  if (!once->respond) return;  // answered already
+
+  const uint64_t timeout_usec = runtime_.request_timeout_ms > 0
+                                    ? static_cast<uint64_t>(runtime_.request_timeout_ms) * 1000
+                                    : 2'000'000;  // NRI's default (api/timeouts.go)
+  const uint64_t after = timeout_usec > 2 * opts_.reply_margin_usec ? timeout_usec - opts_.reply_margin_usec
+                                                                    : timeout_usec / 2;
+  once->method = std::string(method);
   once->after_usec = after;
   auto* heap = new std::shared_ptr<Once>(once);
   // Accuracy 1 ms: 0 would be sd-event's default slack of 250 ms, and this
@@ -371,16 +393,6 @@ Transport::Responder Plugin::with_deadline(Transport::Responder respond, const s
     delete heap;
     once->timer = nullptr;
   }
-  return [once](CallResult res) {
-    if (once->timer) {
-      delete static_cast<std::shared_ptr<Once>*>(sd_event_source_get_userdata(once->timer));
-      once->timer = sd_event_source_disable_unref(once->timer);
-    }
-    if (auto resp = std::move(once->respond)) {
-      once->respond = nullptr;
-      resp(std::move(res));
-    }
-  };
 }
 
 void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) {
@@ -391,23 +403,25 @@ void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) 
   const std::string_view m = req.method;
   if (m == "UpdateContainer") {
     pb::PodContainerRequestView r;
-    if (auto d = pb::decode_pod_container_request(req.payload, &r, "UpdateContainerRequest"); !d)
+    if (auto d = pb::decode_update_container(req.payload, &r); !d)
       return respond(bad_payload(m, d.error()));
-    auto later = with_deadline(std::move(respond), std::string(m));
-    handlers_.on_update_container(r.pod, r.container, r.linux_resources,
-                                  [later](Result<api::UpdateContainerResponse> out) {
-                                    later(to_call_result(out));
-                                  });
+    with_deadline(std::move(respond), m, [&](Transport::Responder later) {
+      handlers_.on_update_container(r.pod, r.container, r.linux_resources,
+                                    [later = std::move(later)](Result<api::UpdateContainerResponse> out) {
+                                      later(to_call_result(out));
+                                    });
+    });
     return;
   }
   if (m == "UpdatePodSandbox") {
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_pod_sandbox_update(req.payload, &r); !d) return respond(bad_payload(m, d.error()));
-    auto later = with_deadline(std::move(respond), std::string(m));
-    handlers_.on_update_pod_sandbox(r.pod, r.linux_resources, req.payload,
-                                    [later](Result<api::UpdatePodSandboxResponse> out) {
-                                      later(to_call_result(out));
-                                    });
+    with_deadline(std::move(respond), m, [&](Transport::Responder later) {
+      handlers_.on_update_pod_sandbox(r.pod, r.linux_resources, req.payload,
+                                      [later = std::move(later)](Result<api::UpdatePodSandboxResponse> out) {
+                                        later(to_call_result(out));
+                                      });
+    });
     return;
   }
   if (m == "Synchronize") {

@@ -203,10 +203,14 @@ class Plugin {
   Result<void> attach(UniqueFd fd);
   void on_closed(const Error& why);
   void dispatch(const pb::RequestView& req, Transport::Responder respond);
-  // Wraps a responder so that a reply still pending near the runtime's
-  // request timeout is answered with an error instead (once).
   CallResult dispatch_now(const pb::RequestView& req);
-  Transport::Responder with_deadline(Transport::Responder respond, const std::string& method);
+  // Runs start(reply) for a request whose handler may answer later; a reply
+  // still pending when start returns gets a timer, so that near the
+  // runtime's request timeout it is answered with an error instead (once).
+  // An answer given within start (every update that needs no reclaim) costs
+  // no timer.
+  void with_deadline(Transport::Responder respond, std::string_view method,
+                     const std::function<void(Transport::Responder)>& start);
   CallResult do_configure(std::string_view payload);
   CallResult do_synchronize(std::string_view payload, std::function<void()>* after_reply);
   CallResult do_state_change(std::string_view payload);

@@ -549,6 +549,30 @@ TEST_F(AdapterE2E, ShrinkBelowUsageIsRefusedWithTheKubeletMessage) {
   EXPECT_EQ(*c->allocated.cpu_limit_milli, 500);  // cpu kept from before
 }
 
+TEST_F(AdapterE2E, AnUpdateOfAContainerPodshimDoesNotKnowReadsAndChecksItWhole) {
+  // podshimd reads only ids and resources of an UpdateContainer; a container
+  // it has not seen (created before a restart, missed) is decoded in full.
+  auto c2 = container(p_, "c2", 128 * kMi, 256, 0);
+  (*c2.mutable_annotations())["example.com/team"] = "infra";
+  auto st = update(c2, 192 * kMi);
+  EXPECT_TRUE(st.ok()) << st.message;
+  auto known = store_->container("c2");
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->name, c2.name());
+  EXPECT_EQ(known->annotations.get("example.com/team").value_or(""), "infra");
+  EXPECT_EQ(*known->desired.memory_limit_bytes, 192 * kMi);
+
+  // What a full decode refuses (an annotation that is not UTF-8) is refused
+  // here too, and nothing of it is stored.
+  auto c3 = container(p_, "c3", 128 * kMi, 256, 0);
+  (*c3.mutable_annotations())["example.com/bad"] = std::string("\xff\xfe", 2);
+  st = update(c3, 192 * kMi);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message.find("annotations"), std::string::npos) << st.message;
+  EXPECT_FALSE(store_->container("c3"));
+  EXPECT_EQ(plugin_->state(), nri::PluginState::Ready);
+}
+
 TEST_F(AdapterE2E, AQuotaTheKernelRefusesIsRefusedBeforeAnythingIsRecorded) {
   // Issue 17.5: the runtime's write would fail with EINVAL; refuse it first.
   const auto before = *store_->container("c1");

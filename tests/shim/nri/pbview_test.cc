@@ -42,7 +42,21 @@ std::string differential(std::string_view method, const std::string& payload) {
     return compare_pod_container(v, msg);
   };
   if (method == "CreateContainer") return pc(api::CreateContainerRequest(), "CreateContainerRequest");
-  if (method == "UpdateContainer") return pc(api::UpdateContainerRequest(), "UpdateContainerRequest");
+  if (method == "UpdateContainer") {
+    if (auto d = pc(api::UpdateContainerRequest(), "UpdateContainerRequest"); !d.empty()) return d;
+    // What podshimd's dispatch reads: the same ids and resources.
+    api::UpdateContainerRequest m;
+    m.ParseFromString(payload);
+    pb::PodContainerRequestView v;
+    if (auto r = pb::decode_update_container(payload, &v); !r) return "update reader: " + r.error().message;
+    if (!v.pod.partial || !v.container.partial) return "update reader: views not marked partial";
+    if (v.pod.uid != m.pod().uid() || v.pod.id != m.pod().id() || v.container.id != m.container().id() ||
+        v.container.pod_sandbox_id != m.container().pod_sandbox_id() ||
+        v.container.state != static_cast<int32_t>(m.container().state()))
+      return "update reader: ids differ";
+    if (v.has_linux_resources != m.has_linux_resources()) return "update reader: linux_resources presence differs";
+    return compare(v.linux_resources, m.linux_resources(), "linux_resources.");
+  }
   if (method == "StopContainer") return pc(api::StopContainerRequest(), "StopContainerRequest");
   if (method == "PostCreateContainer" || method == "StartContainer" || method == "PostStartContainer" ||
       method == "PostUpdateContainer" || method == "RemoveContainer")
@@ -314,6 +328,62 @@ TEST(PbView, MalformedInputIsAnErrorNamingWhere) {
   // A varint longer than 10 bytes.
   EXPECT_NE(decode_error(std::string("\x08") + std::string(11, '\x80') + "\x01").find("truncated varint"),
             std::string::npos);
+}
+
+TEST(PbView, UpdateContainerReadsIdsAndResourcesAndLeavesTheRestForAFullDecode) {
+  Gen g(11);
+  api::UpdateContainerRequest m;
+  *m.mutable_pod() = g.pod();
+  *m.mutable_container() = g.container();
+  m.mutable_linux_resources()->mutable_memory()->mutable_limit()->set_value(256 << 20);
+  // A label value that is not UTF-8: libprotobuf-lite would not serialize
+  // it, so it is patched into the bytes (same length, 'X' -> 0xff).
+  (*m.mutable_container()->mutable_labels())["podshim.test/bad"] = "abcXdef";
+  std::string bytes = m.SerializeAsString();
+  const size_t at = bytes.find("abcXdef");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 3] = '\xff';
+
+  pb::PodContainerRequestView v;
+  auto r = pb::decode_update_container(bytes, &v);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(v.pod.partial);
+  EXPECT_TRUE(v.container.partial);
+  EXPECT_EQ(v.container.id, m.container().id());
+  EXPECT_EQ(v.pod.uid, m.pod().uid());
+  ASSERT_TRUE(v.has_linux_resources);
+  EXPECT_TRUE(v.linux_resources.memory_limit.has);
+  EXPECT_EQ(v.linux_resources.memory_limit.value, 256u << 20);
+  // Nothing of the unread part is exposed ...
+  EXPECT_EQ(v.container.labels.size(), 0u);
+  EXPECT_FALSE(v.container.has_linux);
+  // ... and the full decode of the same bytes refuses it, naming the label.
+  pb::ContainerView full;
+  auto d = pb::decode_container(v.container.raw, &full, 1);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("labels"), std::string::npos) << d.error().message;
+  EXPECT_NE(decode_error(bytes), "");
+
+  // The wire structure is still checked everywhere: a length past the end
+  // inside the container, and bad UTF-8 in an id the update reads.
+  // The container with an unknown field 30 whose length runs past its end.
+  std::string ctr = m.container().SerializeAsString() + "\xf2\x01\x7f";
+  std::string len;
+  for (size_t n = ctr.size(); ; n >>= 7) {
+    len += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    if (n <= 0x7f) break;
+  }
+  const std::string cut = std::string("\x12") + len + ctr;
+  auto c = pb::decode_update_container(cut, &v);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("UpdateContainerRequest.container"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("past the end"), std::string::npos) << c.error().message;
+  std::string bad_id = m.SerializeAsString();
+  bad_id[bad_id.find(m.container().id())] = '\xff';
+  auto e = pb::decode_update_container(bad_id, &v);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("Container.id (field 1): string is not valid UTF-8"), std::string::npos)
+      << e.error().message;
 }
 
 TEST(PbView, DeepNestingIsRefusedNotRecursedInto) {
