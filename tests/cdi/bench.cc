@@ -38,8 +38,8 @@ namespace {
 
 constexpr int kSpecs = 1000;
 constexpr int kRequests = 100;
-constexpr int kIterations = 15;
-constexpr int kRounds = 3;  // kIterations split into rounds alternating with the Go side
+constexpr int kIterations = 30;
+constexpr int kRounds = 5;  // kIterations split into rounds alternating with the Go side
 constexpr int kFew = 8;         // devices of the "one GPU container" row
 constexpr int kFewRepeat = 1;  // samples per iteration, as many as the Go side gives
 
