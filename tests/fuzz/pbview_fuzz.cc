@@ -9,6 +9,10 @@
 // checks the whole tree; found by this target (an OptionalInt holding wire
 // type 7 inside LinuxContainer.oom_score_adj).
 //
+// UpdateContainer is also read with decode_update_container (podshimd's
+// reader: ids and resources only), which must accept whatever the full
+// reader accepts and read the same values.
+//
 // Input: byte 0 picks the request shape, the rest is the payload.
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +53,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 6) {
     case 0: check_pod_container<api::CreateContainerRequest>(bytes, "CreateContainerRequest"); break;
-    case 1: check_pod_container<api::UpdateContainerRequest>(bytes, "UpdateContainerRequest"); break;
+    case 1: {
+      check_pod_container<api::UpdateContainerRequest>(bytes, "UpdateContainerRequest");
+      // podshimd's reader of the same request (ids and resources only): it
+      // accepts whatever the full reader accepts and reads the same values;
+      // an error names where.
+      pb::PodContainerRequestView part, full;
+      auto p = pb::decode_update_container(bytes, &part);
+      auto f = pb::decode_pod_container_request(bytes, &full, "UpdateContainerRequest");
+      if (!p && p.error().message.empty()) __builtin_trap();
+      if (f && !p) __builtin_trap();
+      if (f && (part.pod.uid != full.pod.uid || part.pod.id != full.pod.id ||
+                part.container.id != full.container.id || part.container.state != full.container.state ||
+                part.container.pid != full.container.pid || part.has_linux_resources != full.has_linux_resources ||
+                part.linux_resources.memory_limit.value != full.linux_resources.memory_limit.value ||
+                part.linux_resources.cpu_quota.value != full.linux_resources.cpu_quota.value ||
+                part.linux_resources.cpu_shares.value != full.linux_resources.cpu_shares.value))
+        __builtin_trap();
+      break;
+    }
     case 2: {
       pb::PodContainerRequestView v;
       auto r = pb::decode_pod_sandbox_update(bytes, &v);
