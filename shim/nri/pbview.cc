@@ -544,35 +544,6 @@ Result<void> decode_container(std::string_view buf, ContainerView* out, int dept
   }
 }
 
-Result<void> decode_pod_container_request(std::string_view buf, PodContainerRequestView* out,
-                                          const char* what) {
-  *out = {};
-  Cursor c(buf, what);
-  bool seen_pod = false, seen_ctr = false;
-  while (true) {
-    PB_LET(bool more, c.next());
-    if (!more) return {};
-    switch (c.field()) {
-      case 1: {
-        PB_LET(auto b, sub(c, "pod", &seen_pod));
-        PODSHIM_TRY(wrap_in(decode_pod(b, &out->pod, 1), c, "pod"));
-        break;
-      }
-      case 2: {
-        PB_LET(auto b, sub(c, "container", &seen_ctr));
-        PODSHIM_TRY(wrap_in(decode_container(b, &out->container, 1), c, "container"));
-        break;
-      }
-      case 3: {
-        PB_LET(auto b, sub(c, "linux_resources", &out->has_linux_resources));
-        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &out->linux_resources, 1), c, "linux_resources"));
-        break;
-      }
-      default: break;
-    }
-  }
-}
-
 namespace {
 
 // The id fields of a PodSandbox; everything else is walked, not read.
@@ -622,11 +593,13 @@ Result<void> decode_container_ids(std::string_view buf, ContainerView* out, int 
   }
 }
 
-}  // namespace
-
-Result<void> decode_update_container(std::string_view buf, PodContainerRequestView* out) {
+// { pod = 1, container = 2, linux_resources = 3 }, the pod and the
+// container read by the decoders given (whole, or their ids only).
+Result<void> decode_request_with(std::string_view buf, PodContainerRequestView* out, const char* what,
+                                 Result<void> (*pod)(std::string_view, PodSandboxView*, int),
+                                 Result<void> (*container)(std::string_view, ContainerView*, int)) {
   *out = {};
-  Cursor c(buf, "UpdateContainerRequest");
+  Cursor c(buf, what);
   bool seen_pod = false, seen_ctr = false;
   while (true) {
     PB_LET(bool more, c.next());
@@ -634,12 +607,12 @@ Result<void> decode_update_container(std::string_view buf, PodContainerRequestVi
     switch (c.field()) {
       case 1: {
         PB_LET(auto b, sub(c, "pod", &seen_pod));
-        PODSHIM_TRY(wrap_in(decode_pod_ids(b, &out->pod, 1), c, "pod"));
+        PODSHIM_TRY(wrap_in(pod(b, &out->pod, 1), c, "pod"));
         break;
       }
       case 2: {
         PB_LET(auto b, sub(c, "container", &seen_ctr));
-        PODSHIM_TRY(wrap_in(decode_container_ids(b, &out->container, 1), c, "container"));
+        PODSHIM_TRY(wrap_in(container(b, &out->container, 1), c, "container"));
         break;
       }
       case 3: {
@@ -651,6 +624,18 @@ Result<void> decode_update_container(std::string_view buf, PodContainerRequestVi
     }
   }
 }
+
+}  // namespace
+
+Result<void> decode_pod_container_request(std::string_view buf, PodContainerRequestView* out,
+                                          const char* what) {
+  return decode_request_with(buf, out, what, decode_pod, decode_container);
+}
+
+Result<void> decode_update_container(std::string_view buf, PodContainerRequestView* out) {
+  return decode_request_with(buf, out, "UpdateContainerRequest", decode_pod_ids, decode_container_ids);
+}
+
 
 Result<void> decode_pod_sandbox_update(std::string_view buf, PodContainerRequestView* out) {
   *out = {};
