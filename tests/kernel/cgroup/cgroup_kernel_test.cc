@@ -86,14 +86,17 @@ struct Hog {
       if (write(ready[1], "r", 1) != 1) _exit(7);
       for (;;) pause();
     }
+    // The child's ends are closed first: a child that dies before getting
+    // ready must make the read below see end-of-file, not wait forever on a
+    // write end the parent itself still holds.
+    close(go[0]);
+    close(ready[1]);
     put(kRoot + "/" + rel + "/cgroup.procs", std::to_string(pid));
     if (write(go[1], "g", 1) != 1) abort();
     char c;
     if (read(ready[0], &c, 1) != 1) pid = -1;  // the child died before getting ready
-    close(go[0]);
     close(go[1]);
     close(ready[0]);
-    close(ready[1]);
   }
   bool alive() const {
     int st;
