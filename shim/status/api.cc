@@ -1,14 +1,13 @@
 #include "shim/status/api.h"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "cgroup/path.h"
@@ -436,24 +435,24 @@ Result<std::string> Api::check_cgroup_path(std::string_view field, std::string_v
   if (!loc) return fail(EINVAL, "field '{}': {}", field, loc.error().message);
   if (deps_.cgroup_root.empty()) return loc->relpath;
   // The cgroup must exist now, as a real directory beneath the root, reached
-  // without any symlink (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).
+  // without any symlink: openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or,
+  // where openat2 is missing (kernels before 5.6, a seccomp filter that
+  // refuses it), a component-by-component O_NOFOLLOW walk. There a symlink
+  // shows as ENOTDIR rather than ELOOP, hence the wording of that case.
   UniqueFd root(open(deps_.cgroup_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail_errno("opening the cgroup root {}", deps_.cgroup_root);
-  open_how how{};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;  // a final symlink: ELOOP from RESOLVE_NO_SYMLINKS
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  long fd = syscall(SYS_openat2, root.get(), loc->relpath.c_str(), &how, sizeof(how));
+  const int fd = fs::open_beneath_errno(root.get(), loc->relpath, O_PATH | O_DIRECTORY);
   if (fd < 0) {
-    int e = errno;
+    const int e = -fd;
     std::string_view why = e == ENOENT   ? "does not exist"
                            : e == ELOOP  ? "is or passes through a symlink"
-                           : e == ENOTDIR ? "is not a directory"
+                           : e == ENOTDIR ? "is not a directory, or is or passes through a symlink"
                            : e == EXDEV  ? "leaves the cgroup root"
                                          : strerror(e);
     return fail(EINVAL, "field '{}': cgroup '{}' ({} under {}) {}", field, shown(path), loc->relpath,
                 deps_.cgroup_root, why);
   }
-  close(static_cast<int>(fd));
+  close(fd);
   return loc->relpath;
 }
 

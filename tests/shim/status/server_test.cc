@@ -2,6 +2,7 @@
 // own sd-event loop in a thread; requests go through the client library.
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <grp.h>
 #include <thread>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "shim/core/json_writer.h"
 #include "shim/core/metrics.h"
@@ -72,6 +74,7 @@ class ServerTest : public ::testing::Test {
       deps.store = store.get();
       deps.resize = resize.get();
       deps.metrics = &metrics;
+      deps.cgroup_root = cgroup_root;
       auto srv = Server::start(loop, std::move(o), deps);
       started.set_value(srv ? "" : srv.error().message);
       if (srv) {
@@ -142,6 +145,7 @@ class ServerTest : public ::testing::Test {
   }
 
   std::string dir, sock;
+  std::string cgroup_root;  // set before start(): registered cgroup paths are then checked under it
   std::unique_ptr<core::Store> store;
   core::Metrics metrics;
   FakeActuator act;
@@ -221,6 +225,105 @@ TEST_F(ServerTest, SocketModeAndEndpoints) {
   EXPECT_EQ(json::parse(req("GET", "/v1/pods").body)["items"].size(), 0u);  // hook pod went with it
   stop();
   EXPECT_NE(access(sock.c_str(), F_OK), 0) << "socket removed on shutdown";
+}
+
+// A registered cgroup path must be a directory beneath the cgroup root reached
+// without symlinks, whether the kernel has openat2 or not (before 5.6, or a
+// seccomp filter refusing it: the O_NOFOLLOW walk). Once this check called
+// openat2 alone and refused every registration there with ENOSYS.
+TEST_F(ServerTest, RegisteredCgroupPathIsCheckedWithAndWithoutOpenat2) {
+  cgroup_root = dir + "/cg";
+  namespace fsys = std::filesystem;
+  fsys::create_directories(cgroup_root + "/kubepods/pod1/real");
+  fsys::create_directories(dir + "/outside");
+  fsys::create_directory_symlink(dir + "/outside", cgroup_root + "/kubepods/pod1/link");
+  fsys::create_directory_symlink(cgroup_root + "/kubepods/pod1", cgroup_root + "/kubepods/via");
+  fsys::create_directories(cgroup_root + "/kubepods/via-target");
+  std::ofstream(cgroup_root + "/kubepods/pod1/file").flush();
+  start(opts());
+  auto reg = [&](const std::string& id, const std::string& path) {
+    return req("POST", "/v1/containers", json{{"id", id}, {"podUid", "pod1"}, {"cgroupPath", path}}.dump());
+  };
+  for (bool walk : {false, true}) {
+    SCOPED_TRACE(walk ? "O_NOFOLLOW walk (no openat2)" : "openat2");
+    fs::set_force_walk_for_testing(walk);
+    const std::string n = walk ? "w" : "o";
+    auto ok = reg("real" + n, "/kubepods/pod1/real");
+    EXPECT_EQ(ok.status, 201) << ok.body;
+    auto link = reg("link" + n, "/kubepods/pod1/link");
+    EXPECT_EQ(link.status, 400);
+    EXPECT_NE(link.body.find("symlink"), std::string::npos) << link.body;
+    auto through = reg("via" + n, "/kubepods/via/real");
+    EXPECT_EQ(through.status, 400);
+    EXPECT_NE(through.body.find("symlink"), std::string::npos) << through.body;
+    auto missing = reg("nope" + n, "/kubepods/pod1/nope");
+    EXPECT_EQ(missing.status, 400);
+    EXPECT_NE(missing.body.find("does not exist"), std::string::npos) << missing.body;
+    auto file = reg("file" + n, "/kubepods/pod1/file");
+    EXPECT_EQ(file.status, 400);
+    EXPECT_NE(file.body.find("not a directory"), std::string::npos) << file.body;
+  }
+  fs::set_force_walk_for_testing(false);
+  EXPECT_TRUE(store->container("realo"));
+  EXPECT_TRUE(store->container("realw"));
+  EXPECT_FALSE(store->container("linkw"));
+  EXPECT_FALSE(store->container("viaw"));
+}
+
+// The same on a kernel whose openat2 answers ENOSYS, made real with a seccomp
+// filter in a child process (the filter cannot be removed again).
+TEST_F(ServerTest, RegistrationWorksWhereOpenat2IsMissing) {
+  const std::string root = dir + "/cg";
+  namespace fsys = std::filesystem;
+  fsys::create_directories(root + "/kubepods/pod1/real");
+  fsys::create_directories(dir + "/outside");
+  fsys::create_directory_symlink(dir + "/outside", root + "/kubepods/pod1/link");
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(out[0]);
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0) != 0 || seccomp_load(ctx) != 0)
+      _exit(3);
+    ServerDeps deps;
+    deps.store = store.get();
+    deps.resize = resize.get();
+    deps.cgroup_root = root;
+    Api api(deps);
+    Peer root_peer;
+    root_peer.uid = 0;
+    root_peer.gid = 0;
+    std::string answers;
+    for (const char* c : {"real", "link", "nope"}) {
+      auto r = api.handle("POST", "/v1/containers",
+                          json{{"id", c}, {"podUid", "pod1"}, {"cgroupPath", std::string("/kubepods/pod1/") + c}}.dump(),
+                          root_peer);
+      answers += std::to_string(r.status) + " " + r.body;
+    }
+    (void)!write(out[1], answers.data(), answers.size());
+    _exit(0);
+  }
+  close(out[1]);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  std::istringstream lines(got);
+  std::string real, link, nope;
+  std::getline(lines, real);
+  std::getline(lines, link);
+  std::getline(lines, nope);
+  EXPECT_EQ(real.substr(0, 4), "201 ") << real;
+  EXPECT_EQ(link.substr(0, 4), "400 ") << link;
+  EXPECT_NE(link.find("symlink"), std::string::npos) << link;
+  EXPECT_EQ(nope.substr(0, 4), "400 ") << nope;
+  EXPECT_NE(nope.find("does not exist"), std::string::npos) << nope;
 }
 
 TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
