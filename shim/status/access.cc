@@ -11,7 +11,7 @@
 
 namespace podshim::status {
 
-Result<Peer> peer_of(int fd) {
+Result<Peer> peer_of(int fd, bool with_groups) {
   struct ucred cred {};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return fail_errno("SO_PEERCRED");
@@ -19,6 +19,11 @@ Result<Peer> peer_of(int fd) {
   p.pid = cred.pid;
   p.uid = cred.uid;
   p.gid = cred.gid;
+  if (with_groups) load_groups(fd, p);
+  return p;
+}
+
+void load_groups(int fd, Peer& p) {
   // SO_PEERGROUPS reports the groups the peer had at connect() time.
   std::vector<gid_t> groups(64);
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -26,12 +31,11 @@ Result<Peer> peer_of(int fd) {
     if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0) {
       groups.resize(glen / sizeof(gid_t));
       p.groups = std::move(groups);
-      return p;
+      return;
     }
-    if (errno != ERANGE) break;  // ENOPROTOOPT on old kernels: primary gid only
+    if (errno != ERANGE) return;  // ENOPROTOOPT on old kernels: primary gid only
     groups.resize(glen / sizeof(gid_t) + 16);
   }
-  return p;
 }
 
 Result<gid_t> resolve_group(std::string_view name) {
@@ -68,6 +72,18 @@ Result<AccessPolicy> AccessPolicy::create(const std::vector<core::AccessRule>& r
     p.rules_.push_back(std::move(out));
   }
   return p;
+}
+
+bool AccessPolicy::needs_groups(const Peer& peer, std::string_view method, std::string_view path) const {
+  std::string m(method), pa(path);
+  for (const auto& r : rules_) {
+    bool mm = std::any_of(r.methods.begin(), r.methods.end(),
+                          [&](const std::string& x) { return x == "*" || x == m; });
+    if (!mm || fnmatch(r.path.c_str(), pa.c_str(), 0) != 0) continue;
+    if (std::find(r.uids.begin(), r.uids.end(), peer.uid) != r.uids.end()) return false;
+    return !r.gids.empty() && std::find(r.gids.begin(), r.gids.end(), peer.gid) == r.gids.end();
+  }
+  return false;
 }
 
 bool AccessPolicy::allowed(const Peer& peer, std::string_view method, std::string_view path) const {

@@ -23,8 +23,13 @@ struct Peer {
   std::vector<gid_t> groups;  // supplementary, when the kernel reports them
 };
 
-// Credentials of the process on the other end of a connected unix socket.
-Result<Peer> peer_of(int fd);
+// Credentials of the process on the other end of a connected unix socket:
+// uid, gid and pid (SO_PEERCRED), and the supplementary groups
+// (SO_PEERGROUPS) only when `with_groups`; load_groups() adds them later.
+Result<Peer> peer_of(int fd, bool with_groups = true);
+// The supplementary groups the peer of `fd` had at connect() time; on a
+// kernel without SO_PEERGROUPS, none (the primary gid still counts).
+void load_groups(int fd, Peer& p);
 
 // Resolves a group name (or a decimal gid) to a gid; ENOENT names the group.
 Result<gid_t> resolve_group(std::string_view name);
@@ -40,6 +45,11 @@ class AccessPolicy {
 
   // True when the first rule matching method and path admits the peer.
   bool allowed(const Peer& p, std::string_view method, std::string_view path) const;
+  // Whether allowed() would look at the peer's supplementary groups: the
+  // first matching rule names neither its uid nor its primary gid but does
+  // name groups. Most requests come from root, which the rules name by uid,
+  // so the server fetches groups (one getsockopt) only when this says so.
+  bool needs_groups(const Peer& p, std::string_view method, std::string_view path) const;
 
  private:
   struct Rule {

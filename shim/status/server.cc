@@ -199,7 +199,7 @@ struct Server::Impl {
   uint64_t last_seq = 0;
 
   ~Impl();
-  void accept_all();
+  void accept_next();
   void close_conn(Conn* c);
   void on_event(const core::Event& ev);
   void wake();
@@ -216,6 +216,7 @@ struct Conn {
   sd_event_source* timer = nullptr;
   uint32_t armed = EPOLLIN | EPOLLRDHUP;  // the io source's events, as last set
   Peer peer;
+  bool groups_loaded = false;  // peer.groups fetched (only when a rule needs them)
   bool reserved_slot = false;  // counted against root's reserve
   Phase phase = Phase::Head;
   std::string in;
@@ -436,6 +437,10 @@ void on_head(Conn* c, std::string_view head) {
   bool allowed = false;
   {
     std::lock_guard lk(impl->mu);
+    if (!c->groups_loaded && impl->opts.policy.needs_groups(c->peer, r.method, r.path)) {
+      load_groups(c->fd.get(), c->peer);
+      c->groups_loaded = true;
+    }
     allowed = impl->opts.policy.allowed(c->peer, r.method, r.path);
   }
   if (!allowed) {
@@ -654,7 +659,7 @@ int on_conn_timer(sd_event_source*, uint64_t, void* userdata) {
 }
 
 int on_listen(sd_event_source*, int, uint32_t, void* userdata) {
-  static_cast<Impl*>(userdata)->accept_all();
+  static_cast<Impl*>(userdata)->accept_next();
   return 0;
 }
 
@@ -805,7 +810,11 @@ void Impl::close_conn(Conn* c) {
   conns.erase(c->self);
 }
 
-void Impl::accept_all() {
+// Accepts until one connection is added (refused ones do not count, up to 64
+// tries): the listener is level-triggered, so another pending connection
+// wakes the loop again, after the connections already ready have had their
+// turn. Looping to EAGAIN cost every one-request client a second accept4.
+void Impl::accept_next() {
   for (int i = 0; i < 64; ++i) {
     UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
@@ -813,7 +822,7 @@ void Impl::accept_all() {
       if (errno != EAGAIN) log::warn("status socket: accept: {}", strerror(errno));
       return;
     }
-    auto peer = peer_of(fd.get());
+    auto peer = peer_of(fd.get(), /*with_groups=*/false);  // fetched when a rule asks (needs_groups)
     if (!peer) {
       log::warn("status socket: dropping a connection without credentials: {}", peer.error().message);
       continue;
@@ -865,6 +874,7 @@ void Impl::accept_all() {
     ++total;
     if (!root) ++per_uid[peer->uid];
     set_deadline(cp, opts.timeout);
+    return;
   }
 }
 

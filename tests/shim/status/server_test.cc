@@ -418,13 +418,15 @@ TEST_F(ServerTest, WatchDeliversEveryEventInOrder) {
 
 // Forks a child that drops to nobody (65534) and asks for `method path`;
 // returns the HTTP status it saw (or -1).
-int as_nobody(const std::string& sock, const char* method, const char* path, const char* body) {
+// A request from uid 65534 with primary gid `gid` and supplementary `groups`.
+int as_nobody(const std::string& sock, const char* method, const char* path, const char* body, gid_t gid = 65534,
+              std::vector<gid_t> groups = {}) {
   int p[2];
   if (pipe(p) != 0) return -1;
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+    if (setgroups(groups.size(), groups.data()) != 0 || setgid(gid) != 0 || setuid(65534) != 0) _exit(1);
     ClientOptions co;
     co.socket_path = sock;
     auto r = http_request(co, method, path, body);
@@ -463,6 +465,9 @@ TEST_F(ServerTest, AccessControlFromPeerCredentials) {
   EXPECT_EQ(as_nobody(sock, "DELETE", "/v1/containers/c1", ""), 403);
   EXPECT_TRUE(store->container("c1")) << "a denied DELETE must not delete";
   EXPECT_EQ(store->container("c1")->generation, 0) << "a denied resize must not bump the generation";
+  // Admitted by a supplementary group only: the server fetches the groups
+  // (SO_PEERGROUPS) when the rule needs them, not at accept.
+  EXPECT_EQ(as_nobody(sock, "GET", "/v1/containers", "", 4242, {65534}), 200);
 
   // Default rules with no socket group: only root.
   auto def = AccessPolicy::create(core::default_access_rules(), "", "");
