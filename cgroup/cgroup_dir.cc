@@ -1,6 +1,10 @@
 #include "cgroup/cgroup_dir.h"
 
 #include <fcntl.h>
+
+#include <algorithm>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -20,30 +24,51 @@ Result<void> check_attr(std::string_view attr) {
 
 }  // namespace
 
-Result<CgroupDir> CgroupDir::open(int root_fd, std::string_view relpath) {
+Result<CgroupDir> CgroupDir::open(int root_fd, std::string_view relpath, bool cgroupfs) {
   auto fd = fs::open_beneath(root_fd, relpath, O_RDONLY | O_DIRECTORY);
   if (!fd) return wrap(fd, fmt::format("opening cgroup '{}'", relpath));
-  return CgroupDir(std::move(*fd), std::string(relpath));
+  return CgroupDir(std::move(*fd), std::string(relpath), cgroupfs);
 }
 
-Result<std::string> CgroupDir::read(std::string_view attr) const {
+bool CgroupDir::is_cgroupfs(int fd) {
+  struct statfs st {};
+  return fstatfs(fd, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+Result<std::string> CgroupDir::read(std::string_view attr, Keep keep) const {
   PODSHIM_TRY(check_attr(attr));
+  const bool want_rw = keep == Keep::ReadWrite;
   for (auto k = kept_.begin(); k != kept_.end(); ++k) {
     if (k->attr != attr) continue;
+    if (want_rw && !k->writable) {
+      kept_.erase(k);  // opened again below, for writing too
+      break;
+    }
     if (auto r = fs::read_attr_fd(k->fd.get(), attr, kMaxAttr)) return r;
     kept_.erase(k);  // opened afresh below: its error is the one to report
     break;
   }
-  auto fd = fs::open_beneath(fd_.get(), attr, O_RDONLY);
+  Result<UniqueFd> fd = Unexpected(Error{});
+  bool writable = false;
+  if (want_rw) {
+    fd = fs::open_beneath(fd_.get(), attr, O_RDWR);
+    writable = fd.has_value();
+    // kernfs refuses a write open of a file without a write handler (EACCES);
+    // an LSM or a read-only mount may too. Reading must still work.
+    if (!fd && (fd.error().code == EACCES || fd.error().code == EPERM || fd.error().code == EROFS))
+      fd = fs::open_beneath(fd_.get(), attr, O_RDONLY);
+  } else {
+    fd = fs::open_beneath(fd_.get(), attr, O_RDONLY);
+  }
   if (!fd) return wrap(Result<std::string>(Unexpected(fd.error())), fmt::format("cgroup '{}'", relpath_));
   auto r = fs::read_attr_fd(fd->get(), attr, kMaxAttr);
   if (!r) return wrap(r, fmt::format("cgroup '{}'", relpath_));
-  if (kept_.size() < kMaxKept) kept_.push_back(Kept{std::string(attr), std::move(*fd)});
+  if (kept_.size() < kMaxKept) kept_.push_back(Kept{std::string(attr), std::move(*fd), writable});
   return r;
 }
 
-Result<std::string> CgroupDir::read_trimmed(std::string_view attr) const {
-  auto r = read(attr);
+Result<std::string> CgroupDir::read_trimmed(std::string_view attr, Keep keep) const {
+  auto r = read(attr, keep);
   if (!r) return r;
   return std::string(str::trim(*r));
 }
@@ -72,8 +97,45 @@ Result<std::map<std::string, uint64_t, std::less<>>> CgroupDir::read_keyed(std::
   return out;
 }
 
+Result<void> CgroupDir::read_fields(std::string_view attr, const std::string_view* keys, uint64_t* out,
+                                    size_t n) const {
+  auto r = read(attr);
+  if (!r) return Unexpected(r.error());
+  std::fill(out, out + n, uint64_t{0});
+  std::string_view text = *r;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = str::trim(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const size_t sp = line.find(' ');
+    if (sp == std::string_view::npos) continue;
+    const std::string_view k = line.substr(0, sp);
+    for (size_t i = 0; i < n; ++i) {
+      if (keys[i] != k) continue;
+      // As read_keyed: a field that is not a plain counter is left at 0.
+      if (auto v = str::parse_u64(line.substr(sp + 1))) out[i] = *v;
+      break;
+    }
+  }
+  return {};
+}
+
 Result<void> CgroupDir::write(std::string_view attr, std::string_view value) const {
   PODSHIM_TRY(check_attr(attr));
+  for (const Kept& k : kept_) {
+    if (k.attr != attr || !k.writable) continue;
+    // The attribute's write handler takes the whole buffer whatever the
+    // offset (kernfs); offset 0 keeps a plain file's content exact.
+    ssize_t n;
+    do n = ::pwrite(k.fd.get(), value.data(), value.size(), 0); while (n < 0 && errno == EINTR);
+    if (n < 0) return fail_errno("cgroup '{}': writing '{}' to '{}'", relpath_, value, attr);
+    if (static_cast<size_t>(n) != value.size())
+      return fail(EIO, "cgroup '{}': short write of '{}' to '{}' ({} of {} bytes)", relpath_, value, attr, n,
+                  value.size());
+    if (!cgroupfs_ && ::ftruncate(k.fd.get(), static_cast<off_t>(value.size())) != 0)
+      return fail_errno("cgroup '{}': truncating '{}' after writing '{}'", relpath_, attr, value);
+    return {};
+  }
   auto r = fs::write_attr_at(fd_.get(), attr, value);
   if (!r) return wrap(r, fmt::format("cgroup '{}'", relpath_));
   return r;

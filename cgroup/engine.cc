@@ -93,6 +93,7 @@ Error shrink_refused(ShrinkRefusal r) {
 struct Engine::Impl {
   EngineOptions opts;
   UniqueFd root_fd;
+  bool cgroupfs = false;  // root_fd is on cgroup2: attribute writes need no truncation (CgroupDir::open)
   UniqueFd state_fd;
   ClampJournal clamps;  // on state_fd; copies share its file and view
   std::mutex locks_mu;
@@ -120,7 +121,7 @@ struct Engine::Impl {
   Result<Bound> bind(const std::string& id, const std::string& path, bool is_pod) {
     auto loc = resolve_cgroup_path(path, opts.driver);
     if (!loc) return wrap(loc, fmt::format("'{}'", id));
-    auto dir = CgroupDir::open(root_fd.get(), loc->relpath);
+    auto dir = CgroupDir::open(root_fd.get(), loc->relpath, cgroupfs);
     if (!dir) return wrap(dir, fmt::format("'{}'", id));
     return Bound{id, std::move(*loc), std::move(*dir), is_pod};
   }
@@ -354,13 +355,10 @@ struct Engine::Impl {
   }
 
   static Result<MemoryEvents> read_events(const Bound& b) {
-    auto ev = b.dir.read_keyed("memory.events");
-    if (!ev) return Unexpected(ev.error());
-    auto get = [&](std::string_view k) {
-      auto it = ev->find(k);
-      return it == ev->end() ? uint64_t{0} : it->second;
-    };
-    return MemoryEvents{get("oom"), get("oom_kill"), get("high"), get("max")};
+    static constexpr std::array<std::string_view, 4> kKeys{"oom", "oom_kill", "high", "max"};
+    std::array<uint64_t, 4> v{};
+    PODSHIM_TRY(b.dir.read_fields("memory.events", kKeys, v));
+    return MemoryEvents{v[0], v[1], v[2], v[3]};
   }
 
   void start_op(const OpPtr& op) {
@@ -378,7 +376,9 @@ struct Engine::Impl {
         if (!row.want) continue;
         auto want = row.want(op->desired[i], cc);
         if (!want) continue;
-        auto cur = b.dir.read_trimmed(std::string(row.file));
+        // Kept open for writing too: the plan's writes to it, and the
+        // read-back after them, go through this fd (CgroupDir::Keep).
+        auto cur = b.dir.read_trimmed(row.file, CgroupDir::Keep::ReadWrite);
         if (!cur) return finish(op, wrap(cur, fmt::format("'{}'", b.id)));
         pt.attrs.push_back(PlanAttr{&row, std::move(*cur), std::move(*want)});
       }
@@ -677,6 +677,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
   auto root = fs::open_dir(opts.cgroup_root);
   if (!root) return wrap(root, "cgroup root");
   impl->root_fd = std::move(*root);
+  impl->cgroupfs = CgroupDir::is_cgroupfs(impl->root_fd.get());
   std::string journal_dir = opts.state_dir + "/cgroup";
   PODSHIM_TRY(fs::mkdir_p(journal_dir, 0700));
   auto st = fs::open_dir(journal_dir);

@@ -25,23 +25,21 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, st
   auto cur = d.read_u64("memory.current");
   if (!cur) return Unexpected(cur.error());
   a.memory_current = *cur;
-  auto get = [](const auto& m, std::string_view k) {
-    auto it = m.find(k);
-    return it == m.end() ? uint64_t{0} : it->second;
-  };
   if (with_stat) {
-    auto st = d.read_keyed("memory.stat");
-    if (!st) return Unexpected(st.error());
-    a.anon = get(*st, "anon");
-    a.file = get(*st, "file");
-    a.shmem = get(*st, "shmem");
+    static constexpr std::array<std::string_view, 3> kStat{"anon", "file", "shmem"};
+    std::array<uint64_t, 3> v{};
+    PODSHIM_TRY(d.read_fields("memory.stat", kStat, v));
+    a.anon = v[0];
+    a.file = v[1];
+    a.shmem = v[2];
   }
-  auto ev = d.read_keyed("memory.events");
-  if (!ev) return Unexpected(ev.error());
-  a.oom = get(*ev, "oom");
-  a.oom_kill = get(*ev, "oom_kill");
-  a.events_max = get(*ev, "max");
-  a.events_high = get(*ev, "high");
+  static constexpr std::array<std::string_view, 4> kEvents{"oom", "oom_kill", "max", "high"};
+  std::array<uint64_t, 4> ev{};
+  PODSHIM_TRY(d.read_fields("memory.events", kEvents, ev));
+  a.oom = ev[0];
+  a.oom_kill = ev[1];
+  a.events_max = ev[2];
+  a.events_high = ev[3];
   return a;
 }
 

@@ -79,5 +79,58 @@ TEST_F(CgroupDirTest, KeepsAtMostEightFdsAndReportsAMissingFileByName) {
   EXPECT_FALSE(d->read("../c1/attr.0")) << "attribute names stay single file names";
 }
 
+// An attribute read with Keep::ReadWrite is written through the same fd: one
+// pwrite, no new open. Shown by replacing the file on disk after the read:
+// the write lands in the kept inode, not in the new file an open would find.
+// On a plain file (the fake trees) a shorter value leaves no tail behind.
+TEST_F(CgroupDirTest, AReadWriteKeptAttributeIsWrittenThroughItsFdAndStaysExact) {
+  put("cpu.max", "max 100000\n");
+  auto d = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d->read_trimmed("cpu.max", CgroupDir::Keep::ReadWrite), "max 100000");
+  const size_t fds = open_fds();
+  ASSERT_TRUE(d->write("cpu.max", "250000 100000"));
+  EXPECT_EQ(*d->read_trimmed("cpu.max"), "250000 100000");
+  ASSERT_TRUE(d->write("cpu.max", "max"));
+  EXPECT_EQ(*d->read_trimmed("cpu.max"), "max") << "a shorter value must not leave the old tail";
+  EXPECT_EQ(open_fds(), fds);
+
+  const std::string file = root_ + "/kubepods/pod1/c1/cpu.max";
+  std::ofstream(file + ".new") << "fresh\n";
+  std::filesystem::rename(file + ".new", file);
+  ASSERT_TRUE(d->write("cpu.max", "50000 100000"));
+  std::ifstream in(file);
+  std::string now;
+  std::getline(in, now);
+  EXPECT_EQ(now, "fresh") << "the write reopened the attribute instead of using the kept fd";
+
+  // A read-only kept attribute is written with an O_TRUNC open, as before.
+  put("memory.max", "max\n");
+  EXPECT_EQ(*d->read_trimmed("memory.max"), "max");
+  std::ofstream(root_ + "/kubepods/pod1/c1/memory.max.new") << "fresh\n";
+  std::filesystem::rename(root_ + "/kubepods/pod1/c1/memory.max.new", root_ + "/kubepods/pod1/c1/memory.max");
+  ASSERT_TRUE(d->write("memory.max", "1048576"));
+  std::ifstream in2(root_ + "/kubepods/pod1/c1/memory.max");
+  std::getline(in2, now);
+  EXPECT_EQ(now, "1048576");
+}
+
+TEST_F(CgroupDirTest, ReadFieldsTakesTheNamedCountersAndZeroForTheRest) {
+  put("memory.events", "low 9\nhigh 1\nmax 2\noom 3\noom_kill 4\noom_group_kill 5\n");
+  put("memory.stat", "anon 10\nfile 20\nweird x1\n  shmem 30  \n");
+  auto d = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+  ASSERT_TRUE(d);
+  std::array<uint64_t, 4> ev{7, 7, 7, 7};
+  ASSERT_TRUE(d->read_fields("memory.events", std::array<std::string_view, 4>{"oom", "oom_kill", "high", "max"}, ev));
+  EXPECT_EQ(ev, (std::array<uint64_t, 4>{3, 4, 1, 2}));
+  std::array<uint64_t, 4> st{7, 7, 7, 7};
+  ASSERT_TRUE(d->read_fields("memory.stat", std::array<std::string_view, 4>{"anon", "weird", "shmem", "absent"}, st));
+  EXPECT_EQ(st, (std::array<uint64_t, 4>{10, 0, 30, 0}));
+  std::array<uint64_t, 1> none{};
+  auto missing = d->read_fields("memory.pressure", std::array<std::string_view, 1>{"some"}, none);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ENOENT);
+}
+
 }  // namespace
 }  // namespace podshim::cgroup
