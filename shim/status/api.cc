@@ -1,6 +1,9 @@
 #include "shim/status/api.h"
 
 #include <fcntl.h>
+
+#include <cmath>
+#include <iterator>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -471,7 +474,7 @@ Reply Api::deregister_container(std::string_view id) {
 
 // What the engine saw while resizing (issue 17: the pressure and growth a
 // staged shrink watched, reclaimed bytes, memory.events deltas per cgroup).
-static json report_json(const cgroup::ResizeReport& rep) {
+json report_json(const cgroup::ResizeReport& rep) {
   json events = json::object();
   for (const auto& [id, e] : rep.events)
     events[id] = json{{"oom", e.oom}, {"oomKill", e.oom_kill}, {"high", e.high}, {"max", e.max}};
@@ -480,6 +483,40 @@ static json report_json(const cgroup::ResizeReport& rep) {
               {"growthBytesPerSecond", rep.growth_bytes_per_sec},
               {"memoryEvents", std::move(events)},
               {"pressure", json{{"someAvg10", rep.psi_some_avg10}, {"fullAvg10", rep.psi_full_avg10}}}};
+}
+
+namespace {
+// A double as nlohmann writes it: the shortest form that reads back the same,
+// with ".0" on an integral value, null when not finite.
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  const size_t at = out.size();
+  fmt::format_to(std::back_inserter(out), "{}", v);
+  if (out.find_first_of(".e", at) == std::string::npos) out += ".0";
+}
+}  // namespace
+
+void append_report_json(std::string& out, const cgroup::ResizeReport& rep) {
+  // Keys in nlohmann's (sorted) order, so both forms are byte-identical.
+  fmt::format_to(std::back_inserter(out), "{{\"bytesReclaimed\":{},\"durationMs\":{},\"growthBytesPerSecond\":{},",
+                 rep.bytes_reclaimed, rep.duration.count(), rep.growth_bytes_per_sec);
+  out += "\"memoryEvents\":{";
+  bool first = true;
+  for (const auto& [id, e] : rep.events) {  // a std::map: sorted, as nlohmann's object
+    if (!first) out += ',';
+    first = false;
+    core::append_json_string(out, id);
+    fmt::format_to(std::back_inserter(out), ":{{\"high\":{},\"max\":{},\"oom\":{},\"oomKill\":{}}}", e.high, e.max,
+                   e.oom, e.oom_kill);
+  }
+  out += "},\"pressure\":{\"fullAvg10\":";
+  append_double(out, rep.psi_full_avg10);
+  out += ",\"someAvg10\":";
+  append_double(out, rep.psi_some_avg10);
+  out += "}}";
 }
 
 Reply Api::resize_container(std::string_view id, std::string_view body) {
@@ -509,7 +546,7 @@ Reply Api::resize_container(std::string_view id, std::string_view body) {
   out += "},\"message\":";
   core::append_json_string(out, r->message);
   out += ",\"report\":";
-  out += report_json(r->report).dump();
+  append_report_json(out, r->report);
   out += ",\"result\":";
   core::append_json_string(out, core::to_string(r->outcome));
   out += "}\n";

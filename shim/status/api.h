@@ -47,6 +47,12 @@ Result<core::ContainerResize> parse_container_resize(std::string_view body);
 // "containers": [{"id": "...", "resources": {...}, "resizePolicy": [...]}]}.
 Result<core::PodResize> parse_pod_resize(std::string_view body);
 
+// A resize report as JSON: as a value (the pod answer embeds it), and
+// appended to a string (the container answer, written without building
+// nlohmann nodes); the two are byte-identical (api tests compare them).
+nlohmann::json report_json(const cgroup::ResizeReport& rep);
+void append_report_json(std::string& out, const cgroup::ResizeReport& rep);
+
 class Api {
  public:
   explicit Api(const ServerDeps& deps) : deps_(deps) {}

@@ -652,3 +652,31 @@ TEST(ParseResize, NullRemovesAndPolicies) {
 
 }  // namespace
 }  // namespace podshim::status
+
+namespace podshim::status {
+namespace {
+
+// The resize answer writes its report without nlohmann nodes; it must be
+// byte-for-byte what nlohmann's dump gives (the pod answer still uses it).
+TEST(ReportJson, WriterMatchesNlohmannsDump) {
+  std::vector<cgroup::ResizeReport> reports(4);
+  reports[1].bytes_reclaimed = 123456789;
+  reports[1].duration = std::chrono::milliseconds(1750);
+  reports[1].growth_bytes_per_sec = -4096;
+  reports[1].psi_some_avg10 = 12.34;
+  reports[1].psi_full_avg10 = 100;
+  reports[1].events["c1"] = cgroup::MemoryEvents{1, 2, 3, 4};
+  reports[1].events["a \"quoted\" id"] = cgroup::MemoryEvents{0, 0, 0, 18446744073709551615u};
+  reports[2].psi_some_avg10 = 0.1 + 0.2;
+  reports[2].psi_full_avg10 = 1e-7;
+  reports[3].psi_some_avg10 = 1e300;
+  reports[3].psi_full_avg10 = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& r : reports) {
+    std::string mine;
+    append_report_json(mine, r);
+    EXPECT_EQ(mine, report_json(r).dump());
+  }
+}
+
+}  // namespace
+}  // namespace podshim::status
