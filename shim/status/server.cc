@@ -874,6 +874,11 @@ void Impl::accept_next() {
     ++total;
     if (!root) ++per_uid[peer->uid];
     set_deadline(cp, opts.timeout);
+    // A client connects and sends at once (podshimctl, podshim-hook), so the
+    // request is usually there already: read it now rather than after
+    // another turn of epoll_wait. If it is not, recv says EAGAIN and the
+    // io source brings it when it comes.
+    on_conn_io(cp->io, cfd, EPOLLIN, cp);
     return;
   }
 }
