@@ -1,6 +1,7 @@
 #include "cgroup/shrink.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -85,15 +86,20 @@ ms remaining(const Shrink& s, Clock::time_point deadline);
 Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->clock() : Clock::now(); }
 
 
+// memory.stat's anon, file and shmem into `s`; slab_reclaimable into
+// `slab` when asked.
+Result<void> read_breakdown(Shrink& s, uint64_t* slab = nullptr) {
+  static constexpr std::array<std::string_view, 4> kKeys{"anon", "file", "shmem", "slab_reclaimable"};
+  std::array<uint64_t, 4> v{};
+  PODSHIM_TRY(s.cg.dir->read_fields("memory.stat", kKeys, v));
+  s.anon = v[0], s.file = v[1], s.shmem = v[2];
+  if (slab) *slab = v[3];
+  return {};
+}
+
 // Samples anon + shmem (growth) and the breakdown for a refusal.
 void sample(Shrink& s) {
-  auto stat = s.cg.dir->read_keyed("memory.stat");
-  if (!stat) return;
-  auto get = [&](std::string_view k) {
-    auto it = stat->find(k);
-    return it == stat->end() ? uint64_t{0} : it->second;
-  };
-  s.anon = get("anon"), s.file = get("file"), s.shmem = get("shmem");
+  if (!read_breakdown(s)) return;
   double sec = std::chrono::duration<double>(now(s) - s.t0).count();
   s.samples.emplace_back(sec, static_cast<double>(s.anon + s.shmem));
 }
@@ -297,18 +303,13 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   auto usage = t.dir->read_u64("memory.current");
   if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
   s->usage0 = s->usage = *usage;
-  auto stat = t.dir->read_keyed("memory.stat");
-  if (!stat) return s->cb(wrap(stat, fmt::format("'{}'", t.id)));
-  auto get = [&](std::string_view k) {
-    auto it = stat->find(k);
-    return it == stat->end() ? uint64_t{0} : it->second;
-  };
-  s->anon = get("anon"), s->file = get("file"), s->shmem = get("shmem");
+  uint64_t slab_reclaimable = 0;
+  if (auto st = read_breakdown(*s, &slab_reclaimable); !st) return s->cb(wrap(st, fmt::format("'{}'", t.id)));
   s->samples.emplace_back(0.0, static_cast<double>(s->anon + s->shmem));
   // Pre-check: without swap only page cache that is not shmem/tmpfs and
   // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
   // kernel OOM-kill and still left usage above the limit).
-  uint64_t reclaimable = (s->file > s->shmem ? s->file - s->shmem : 0) + get("slab_reclaimable");
+  uint64_t reclaimable = (s->file > s->shmem ? s->file - s->shmem : 0) + slab_reclaimable;
   uint64_t floor = s->usage > reclaimable ? s->usage - reclaimable : 0;
   if (floor + s->headroom > s->target) return s->cb(refuse(*s, ShrinkWhy::Usage));
 

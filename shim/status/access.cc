@@ -74,32 +74,28 @@ Result<AccessPolicy> AccessPolicy::create(const std::vector<core::AccessRule>& r
   return p;
 }
 
-bool AccessPolicy::needs_groups(const Peer& peer, std::string_view method, std::string_view path) const {
+const AccessPolicy::Rule* AccessPolicy::first_match(std::string_view method, std::string_view path) const {
   std::string m(method), pa(path);
   for (const auto& r : rules_) {
     bool mm = std::any_of(r.methods.begin(), r.methods.end(),
                           [&](const std::string& x) { return x == "*" || x == m; });
-    if (!mm || fnmatch(r.path.c_str(), pa.c_str(), 0) != 0) continue;
-    if (std::find(r.uids.begin(), r.uids.end(), peer.uid) != r.uids.end()) return false;
-    return !r.gids.empty() && std::find(r.gids.begin(), r.gids.end(), peer.gid) == r.gids.end();
+    if (mm && fnmatch(r.path.c_str(), pa.c_str(), 0) == 0) return &r;
   }
-  return false;
+  return nullptr;
+}
+
+bool AccessPolicy::needs_groups(const Peer& peer, std::string_view method, std::string_view path) const {
+  const Rule* r = first_match(method, path);
+  if (!r || std::find(r->uids.begin(), r->uids.end(), peer.uid) != r->uids.end()) return false;
+  return !r->gids.empty() && std::find(r->gids.begin(), r->gids.end(), peer.gid) == r->gids.end();
 }
 
 bool AccessPolicy::allowed(const Peer& peer, std::string_view method, std::string_view path) const {
-  std::string m(method), pa(path);
-  for (const auto& r : rules_) {
-    bool mm = std::any_of(r.methods.begin(), r.methods.end(),
-                          [&](const std::string& x) { return x == "*" || x == m; });
-    if (!mm || fnmatch(r.path.c_str(), pa.c_str(), 0) != 0) continue;
-    if (std::find(r.uids.begin(), r.uids.end(), peer.uid) != r.uids.end()) return true;
-    for (gid_t g : r.gids) {
-      if (peer.gid == g || std::find(peer.groups.begin(), peer.groups.end(), g) != peer.groups.end()) {
-        return true;
-      }
-    }
-    return false;  // first matching rule decides
-  }
+  const Rule* r = first_match(method, path);  // the first matching rule decides
+  if (!r) return false;
+  if (std::find(r->uids.begin(), r->uids.end(), peer.uid) != r->uids.end()) return true;
+  for (gid_t g : r->gids)
+    if (peer.gid == g || std::find(peer.groups.begin(), peer.groups.end(), g) != peer.groups.end()) return true;
   return false;
 }
 

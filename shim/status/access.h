@@ -58,6 +58,8 @@ class AccessPolicy {
     std::vector<uid_t> uids;
     std::vector<gid_t> gids;
   };
+  // The first rule whose methods and path match, or none.
+  const Rule* first_match(std::string_view method, std::string_view path) const;
   std::vector<Rule> rules_;
 };
 
