@@ -215,6 +215,9 @@ struct Conn {
   sd_event_source* io = nullptr;
   sd_event_source* timer = nullptr;
   uint32_t armed = EPOLLIN | EPOLLRDHUP;  // the io source's events, as last set
+  // The deadline set before the connection joined the loop (io and timer
+  // are added only when it has to wait; Impl::accept_next): 0 none.
+  uint64_t early_deadline_us = 0;
   Peer peer;
   bool groups_loaded = false;  // peer.groups fetched (only when a rule needs them)
   bool reserved_slot = false;  // counted against root's reserve
@@ -242,6 +245,10 @@ uint64_t now_us(Impl* impl) {
 }
 
 void set_deadline(Conn* c, std::optional<std::chrono::milliseconds> d) {
+  if (!c->timer) {  // not on the loop yet: Impl::accept_next arms it
+    c->early_deadline_us = d ? now_us(c->impl) + static_cast<uint64_t>(d->count()) * 1000 : 0;
+    return;
+  }
   if (!d) {
     sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
     return;
@@ -260,7 +267,7 @@ void update_events(Conn* c) {
   // it was (two epoll_ctl per kept-alive request before).
   if (ev == c->armed) return;
   c->armed = ev;
-  sd_event_source_set_io_events(c->io, ev);
+  if (c->io) sd_event_source_set_io_events(c->io, ev);  // else added with `armed` (Impl::accept_next)
 }
 
 void count_metric(Impl* impl, const Request& r, int status) {
@@ -858,27 +865,38 @@ void Impl::accept_next() {
     int cfd = fd.get();
     c->fd = std::move(fd);
     Conn* cp = c.get();
-    int r = sd_event_add_io(loop, &cp->io, cfd, EPOLLIN | EPOLLRDHUP, &on_conn_io, cp);
-    if (r < 0) {
-      log::warn("status socket: adding a connection to the loop: {}", strerror(-r));
-      continue;
-    }
-    r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, 0, 1000, &on_conn_timer, cp);
-    if (r < 0) {
-      sd_event_source_disable_unref(cp->io);
-      log::warn("status socket: adding a connection timer: {}", strerror(-r));
-      continue;
-    }
     conns.push_back(std::move(c));
     cp->self = std::prev(conns.end());
     ++total;
     if (!root) ++per_uid[peer->uid];
     set_deadline(cp, opts.timeout);
-    // A client connects and sends at once (podshimctl, podshim-hook), so the
-    // request is usually there already: read it now rather than after
-    // another turn of epoll_wait. If it is not, recv says EAGAIN and the
-    // io source brings it when it comes.
-    on_conn_io(cp->io, cfd, EPOLLIN, cp);
+    // A client connects and sends at once (podshimctl, podshim-hook, with
+    // "Connection: close"), so the request is usually there already: read
+    // and answer it now. The connection joins the loop (an io source, which
+    // is an epoll_ctl ADD, and its timer) only when it has to wait: for
+    // the rest of its request, for the socket to take the reply, for the
+    // next request on a kept-alive connection, or as a watch stream. A
+    // one-request connection costs no epoll_ctl at all (an ADD and a DEL
+    // before).
+    read_some(cp);
+    if (!cp->dead) flush(cp);
+    if (cp->dead) {
+      close_conn(cp);
+      return;
+    }
+    int r = sd_event_add_io(loop, &cp->io, cfd, cp->armed, &on_conn_io, cp);
+    if (r < 0) {
+      log::warn("status socket: adding a connection to the loop: {}", strerror(-r));
+      close_conn(cp);
+      return;
+    }
+    r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, cp->early_deadline_us, 1000, &on_conn_timer, cp);
+    if (r < 0) {
+      log::warn("status socket: adding a connection timer: {}", strerror(-r));
+      close_conn(cp);
+      return;
+    }
+    if (cp->early_deadline_us == 0) sd_event_source_set_enabled(cp->timer, SD_EVENT_OFF);
     return;
   }
 }

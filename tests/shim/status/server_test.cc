@@ -521,6 +521,60 @@ TEST_F(ServerTest, DeadlineIsATotalNotAnIdleTimer) {
   healthy();
 }
 
+// A connection answered at once (its request was there when it was
+// accepted) never joins the loop; one that must wait does, for the rest of
+// its request, for the socket to take a large reply, or for its next
+// request. Every kind frees its slot: with max_connections 4, a leaked slot
+// shows as a 503 within a few requests.
+TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
+  auto o = opts();
+  o.max_connections = 4;
+  start(o);
+  for (int i = 0; i < 40; ++i) register_c("c" + std::to_string(i), "pod" + std::to_string(i % 4));
+  for (int i = 0; i < 12; ++i) healthy();
+  // A reply larger than the socket buffer, read slowly: the rest goes out
+  // when the socket has room (EPOLLOUT), on a connection accepted with its
+  // request already there.
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(store->update_container("c" + std::to_string(i), [](core::Container& c) {
+      c.annotations.set("pad", std::string(16 << 10, 'x'));
+    }));
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strcpy(sa.sun_path, sock.c_str());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  const std::string get = "GET /v1/containers HTTP/1.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(fd);
+  ASSERT_EQ(got.substr(0, 15), "HTTP/1.1 200 OK") << got.substr(0, 200);
+  EXPECT_GT(got.size(), 40u * (16 << 10));
+  EXPECT_EQ(got.substr(got.size() - 3), "]}\n") << "the reply was cut short";
+  // A request sent in two parts, and a kept-alive connection's two requests.
+  for (int i = 0; i < 6; ++i) {
+    std::string r = raw(i % 2 ? "GET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"
+                              : "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
+    EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r;
+  }
+  for (int i = 0; i < 6; ++i) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (void)!send(fd, "Connection: close\r\n\r\n", 21, MSG_NOSIGNAL);
+    std::string r;
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) r.append(buf, static_cast<size_t>(n));
+    close(fd);
+    EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r;
+  }
+  for (int i = 0; i < 12; ++i) healthy();
+}
+
 TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderAndStrictHeaders) {
   start(opts());
   register_c("c1");
