@@ -44,7 +44,10 @@ Result<std::string> CgroupDir::read(std::string_view attr, Keep keep) const {
       kept_.erase(k);  // opened again below, for writing too
       break;
     }
-    if (auto r = fs::read_attr_fd(k->fd.get(), attr, kMaxAttr)) return r;
+    if (auto r = fs::read_attr_fd(k->fd.get(), attr, kMaxAttr)) {
+      k->len = r->size();
+      return r;
+    }
     kept_.erase(k);  // opened afresh below: its error is the one to report
     break;
   }
@@ -63,7 +66,7 @@ Result<std::string> CgroupDir::read(std::string_view attr, Keep keep) const {
   if (!fd) return wrap(Result<std::string>(Unexpected(fd.error())), fmt::format("cgroup '{}'", relpath_));
   auto r = fs::read_attr_fd(fd->get(), attr, kMaxAttr);
   if (!r) return wrap(r, fmt::format("cgroup '{}'", relpath_));
-  if (kept_.size() < kMaxKept) kept_.push_back(Kept{std::string(attr), std::move(*fd), writable});
+  if (kept_.size() < kMaxKept) kept_.push_back(Kept{std::string(attr), std::move(*fd), writable, r->size()});
   return r;
 }
 
@@ -122,7 +125,7 @@ Result<void> CgroupDir::read_fields(std::string_view attr, const std::string_vie
 
 Result<void> CgroupDir::write(std::string_view attr, std::string_view value) const {
   PODSHIM_TRY(check_attr(attr));
-  for (const Kept& k : kept_) {
+  for (Kept& k : kept_) {
     if (k.attr != attr || !k.writable) continue;
     // The attribute's write handler takes the whole buffer whatever the
     // offset (kernfs); offset 0 keeps a plain file's content exact.
@@ -132,8 +135,11 @@ Result<void> CgroupDir::write(std::string_view attr, std::string_view value) con
     if (static_cast<size_t>(n) != value.size())
       return fail(EIO, "cgroup '{}': short write of '{}' to '{}' ({} of {} bytes)", relpath_, value, attr, n,
                   value.size());
-    if (!cgroupfs_ && ::ftruncate(k.fd.get(), static_cast<off_t>(value.size())) != 0)
+    // A plain file (not cgroup2) keeps a longer old value's tail unless cut;
+    // a write at least as long as what the fd last saw replaced all of it.
+    if (!cgroupfs_ && value.size() < k.len && ::ftruncate(k.fd.get(), static_cast<off_t>(value.size())) != 0)
       return fail_errno("cgroup '{}': truncating '{}' after writing '{}'", relpath_, attr, value);
+    k.len = value.size();
     return {};
   }
   auto r = fs::write_attr_at(fd_.get(), attr, value);

@@ -79,6 +79,9 @@ class CgroupDir {
     std::string attr;
     UniqueFd fd;
     bool writable = false;
+    // The file's length as last read or written through `fd`: a write at
+    // least as long replaces all of it, so a plain file needs no ftruncate.
+    size_t len = 0;
   };
   mutable std::vector<Kept> kept_;
 };
