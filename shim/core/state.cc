@@ -198,6 +198,7 @@ Result<void> Store::replay_journal(std::string_view name) {
           index_remove(it->second);
           containers_.erase(it);
         }
+        json_.erase(id);
         dirty_containers_.insert(id);
       }
       continue;
@@ -222,9 +223,12 @@ Result<void> Store::replay_journal(std::string_view name) {
         continue;
       }
       dirty_containers_.insert(c->id);
-      if (auto it = containers_.find(c->id); it != containers_.end()) index_remove(it->second);
-      index_add(*c);
-      containers_[c->id] = std::move(*c);
+      json_.erase(c->id);
+      auto it = containers_.find(c->id);
+      if (it != containers_.end()) index_remove(it->second);
+      else it = containers_.emplace(c->id, Container{}).first;
+      index_add(it, c->pod_uid);
+      it->second = std::move(*c);
     } else {
       bad("unknown record type");
     }
@@ -251,9 +255,12 @@ Store::Snapshot Store::take_snapshot() {
   }
   for (const auto& id : dirty_containers_) {
     auto it = containers_.find(id);
-    snap.files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix),
-                            it == containers_.end() ? std::nullopt
-                                                    : std::optional<std::string>(json_string(it->second)));
+    std::optional<std::string> file;
+    if (it != containers_.end()) {
+      auto cached = json_.find(id);
+      file = cached != json_.end() ? cached->second : json_string(it->second);
+    }
+    snap.files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix), std::move(file));
     snap.containers.push_back(id);
   }
   dirty_pods_.clear();
@@ -393,8 +400,8 @@ Result<void> Store::load() {
         auto c = container_from_json(j);
         if (!c) { bad(c.error().message); continue; }
         if (c->id != id) { bad(fmt::format("id '{}' does not match the file name", c->id)); continue; }
-        index_add(*c);
-        containers_.emplace(c->id, std::move(*c));
+        auto [it, added] = containers_.emplace(c->id, std::move(*c));
+        if (added) index_add(it, it->second.pod_uid);
       }
     }
   }
@@ -465,8 +472,11 @@ void Store::emit(Event& ev) {
   for (auto& [h, fn] : subs_) fn(ev);
 }
 
-void Store::index_add(const Container& c) {
-  if (!c.pod_uid.empty()) by_pod_[c.pod_uid].insert(c.id);
+void Store::index_add(Containers::iterator it, std::string_view pod_uid) {
+  if (pod_uid.empty()) return;
+  auto p = by_pod_.find(pod_uid);
+  if (p == by_pod_.end()) p = by_pod_.emplace(std::string(pod_uid), std::map<std::string_view, const Container*>{}).first;
+  p->second[it->first] = &it->second;
 }
 
 void Store::index_remove(const Container& c) {
@@ -522,19 +532,24 @@ Result<void> Store::upsert_container(Container c) {
   // A resynchronization re-sends what podshim already knows: nothing to
   // write and nothing to tell subscribers when the object did not change.
   if (known && it->second == c) return {};
+  std::string j;
   if (dirfd_) {
-    std::string j = json_string(c);
+    j = json_string(c);
     PODSHIM_TRY(persist(kContainersDir, c.id, &j));
   }
   // The per-pod index changes only with a new container or a new pod.
   if (it == containers_.end()) {
     it = containers_.emplace(c.id, Container{}).first;
-    index_add(c);
+    index_add(it, c.pod_uid);
   } else if (it->second.pod_uid != c.pod_uid) {
     index_remove(it->second);
-    index_add(c);
+    index_add(it, c.pod_uid);
   }
   it->second = std::move(c);
+  if (dirfd_) {
+    if (auto cached = json_.find(it->first); cached != json_.end()) cached->second = std::move(j);
+    else json_.emplace(it->first, std::move(j));
+  }
   Event ev;
   ev.type = EventType::ContainerUpserted;
   ev.container = &it->second;
@@ -550,6 +565,7 @@ Result<bool> Store::remove_container(std::string_view id) {
   if (it == containers_.end()) return false;
   PODSHIM_TRY(persist(kContainersDir, id, nullptr));
   index_remove(it->second);
+  if (auto cached = json_.find(id); cached != json_.end()) json_.erase(cached);
   auto node = containers_.extract(it);
   Event ev;
   ev.type = EventType::ContainerRemoved;
@@ -622,9 +638,7 @@ void Store::for_each_container_of(std::string_view pod_uid, const std::function<
   std::lock_guard lk(mu_);
   auto it = by_pod_.find(pod_uid);
   if (it == by_pod_.end()) return;
-  for (const auto& id : it->second) {
-    if (auto c = containers_.find(id); c != containers_.end()) fn(c->second);
-  }
+  for (const auto& [id, c] : it->second) fn(*c);
 }
 
 bool Store::with_pod(std::string_view uid, const std::function<void(const Pod&)>& fn) const {
@@ -632,6 +646,18 @@ bool Store::with_pod(std::string_view uid, const std::function<void(const Pod&)>
   auto it = pods_.find(uid);
   if (it == pods_.end()) return false;
   fn(it->second);
+  return true;
+}
+
+bool Store::append_container_json(std::string_view id, std::string& out) const {
+  std::lock_guard lk(mu_);
+  if (auto cached = json_.find(id); cached != json_.end()) {
+    out += cached->second;
+    return true;
+  }
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return false;
+  append_json(out, it->second);
   return true;
 }
 

@@ -245,6 +245,9 @@ class Store {
   // store.
   bool with_pod(std::string_view uid, const std::function<void(const Pod&)>& fn) const;
   bool with_container(std::string_view id, const std::function<void(const Container&)>& fn) const;
+  // Appends container `id`'s JSON (append_json's form) to `out`; false when
+  // there is no such container. Reuses what the journal was given.
+  bool append_container_json(std::string_view id, std::string& out) const;
   // Visits the containers of one pod (in id order) through the per-pod index.
   void for_each_container_of(std::string_view pod_uid, const std::function<void(const Container&)>& fn) const;
   // Visits every object under the store's lock, without copying it; `fn`
@@ -304,12 +307,23 @@ class Store {
   bool old_journal_ = false;      // journal.old exists and is not yet in the files
   std::set<std::string, std::less<>> dirty_pods_, dirty_containers_;  // newer in the journal than on file
   std::map<std::string, Pod, std::less<>> pods_;
-  std::map<std::string, Container, std::less<>> containers_;
-  // pod uid -> ids of its containers (containers without a pod uid are not
-  // indexed): containers_of() and the pod views without a scan of all.
-  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> by_pod_;
-  void index_add(const Container& c);
+  using Containers = std::map<std::string, Container, std::less<>>;
+  Containers containers_;
+  // pod uid -> its containers, by id (containers without a pod uid are not
+  // indexed): containers_of() and the pod views without a scan of all, and
+  // without looking each id up again in containers_. The keys view the ids
+  // in containers_' nodes and the values point at them; a std::map node
+  // stays where it is until it is erased, and index_remove comes first.
+  std::map<std::string, std::map<std::string_view, const Container*>, std::less<>> by_pod_;
+  void index_add(Containers::iterator it, std::string_view pod_uid);
   void index_remove(const Container& c);
+  // A container's JSON as upsert_container last wrote it to the journal
+  // (hooks-only mode, where a store has a state dir): the status socket's
+  // answers and the compaction reuse it instead of serializing the
+  // container again. An entry is only ever what json_string() gives for the
+  // container as it is now: upsert_container replaces it whenever it stores
+  // a change, remove_container and the load drop it.
+  std::map<std::string, std::string, std::less<>> json_;
   uint64_t seq_ = 0;
   int batch_depth_ = 0;
   bool batch_dirty_ = false;

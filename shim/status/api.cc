@@ -309,7 +309,7 @@ Reply Api::get_containers(std::string_view id) {
   std::string out;
   if (!id.empty()) {
     out.reserve(1024);
-    if (!s->with_container(id, [&](const core::Container& c) { core::append_json(out, c); })) {
+    if (!s->append_container_json(id, out)) {
       return error_reply(404, fmt::format("no container '{}'", id));
     }
     out += '\n';
@@ -529,12 +529,11 @@ Reply Api::resize_container(std::string_view id, std::string_view body) {
   // {"container":...,"generations":...,"message":...,"result":...}, keys in
   // the order nlohmann gives them.
   std::string out = "{";
-  if (deps_.store->with_container(id, [&](const core::Container& c) {
-        out += "\"container\":";
-        core::append_json(out, c);
-      })) {
-    out += ',';
-  }
+  // The container as stored by this resize: in hooks-only mode the JSON its
+  // journal record was given, not serialized a second time.
+  out += "\"container\":";
+  if (deps_.store->append_container_json(id, out)) out += ',';
+  else out.resize(1);
   out += "\"generations\":{";
   bool first = true;
   for (const auto& [cid, g] : r->generations) {

@@ -151,6 +151,51 @@ TEST(Store, PerPodIndexFollowsMovesAndRemovals) {
   EXPECT_FALSE(s->with_container("c1", [](const Container&) { ADD_FAILURE(); }));
 }
 
+// append_container_json is the container's JSON as it is now, whether the
+// store answers from what the journal was given (a store with a state dir)
+// or serializes (in memory): after changes, a move to another pod, a
+// removal, and a reopen that replays the journal.
+TEST(Store, ContainerJsonFollowsEveryChange) {
+  TempDir d;
+  auto check = [](const Store& s, const std::string& id) {
+    std::string got = "x";
+    const bool found = s.append_container_json(id, got);
+    auto c = s.container(id);
+    EXPECT_EQ(found, c.has_value()) << id;
+    EXPECT_EQ(got, c ? "x" + json_string(*c) : "x") << id;
+  };
+  auto mem = Store::in_memory();
+  auto opened = Store::open(d.path());
+  ASSERT_TRUE(opened) << opened.error().message;
+  for (Store* s : {mem.get(), opened->get()}) {
+    ASSERT_TRUE(s->upsert_container(sample("a")));
+    ASSERT_TRUE(s->upsert_container(sample("b")));
+    check(*s, "a");
+    ASSERT_TRUE(s->update_container("a", [](Container& c) {
+      c.generation = 9;
+      c.pod_uid = "pod-2";
+      c.conditions.in_progress.reset();
+    }));
+    check(*s, "a");
+    EXPECT_EQ(s->containers_of("pod-2").size(), 1u);
+    // Storing an unchanged container writes nothing and keeps the answer.
+    ASSERT_TRUE(s->upsert_container(*s->container("a")));
+    check(*s, "a");
+    ASSERT_TRUE(s->remove_container("b"));
+    check(*s, "b");
+    ASSERT_TRUE(s->upsert_container(sample("b")));
+    check(*s, "b");
+  }
+  opened->reset();
+  auto again = Store::open(d.path());
+  ASSERT_TRUE(again) << again.error().message;
+  check(**again, "a");
+  check(**again, "b");
+  EXPECT_EQ((*again)->container("a")->generation, 9);
+  ASSERT_TRUE((*again)->update_container("b", [](Container& c) { c.state = "running"; }));
+  check(**again, "b");
+}
+
 TEST(Store, SubscribersSeeTheObjectAndRemovalsWithoutIt) {
   auto s = Store::in_memory();
   std::vector<std::string> seen;
