@@ -42,6 +42,10 @@ Result<nlohmann::json> parse_json_object(std::string_view body);
 // A null quantity asks to remove that request/limit. Unknown fields are
 // errors naming the field.
 Result<core::ContainerResize> parse_container_resize(std::string_view body);
+// The same from a parsed tree: what parse_container_resize answers with for
+// every body its one-pass reader does not take (all errors). Exposed so that
+// tests can compare the two.
+Result<core::ContainerResize> parse_container_resize_tree(std::string_view body);
 
 // Parses a pod resize body: {"resources": {...pod-level...},
 // "containers": [{"id": "...", "resources": {...}, "resizePolicy": [...]}]}.

@@ -5,6 +5,9 @@
 // naming what is wrong — never a crash, UB, an uncaught exception or a 5xx
 // for a request that is simply malformed.
 //
+// A container resize body must also read the same through the one-pass
+// reader as through the tree (parse_container_resize_tree).
+//
 // Input: byte 0 picks the entry point (container resize, pod resize,
 // registration through Api::handle, or a resize through Api::handle with a
 // resize manager over a fake actuator); the rest is the body.
@@ -57,6 +60,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       auto r = parse_container_resize(body);
       if (!r && r.error().message.empty()) __builtin_trap();
+      // The one-pass reader takes only what the tree would read the same way.
+      auto t = parse_container_resize_tree(body);
+      if (r.has_value() != t.has_value()) __builtin_trap();
+      if (!r && r.error().message != t.error().message) __builtin_trap();
+      if (r) {
+        const auto &a = *r, &b = *t;
+        if (a.resources != b.resources || a.cpu_policy != b.cpu_policy || a.memory_policy != b.memory_policy ||
+            a.remove.cpu_request != b.remove.cpu_request || a.remove.cpu_limit != b.remove.cpu_limit ||
+            a.remove.memory_request != b.remove.memory_request || a.remove.memory_limit != b.remove.memory_limit)
+          __builtin_trap();
+      }
       break;
     }
     case 1: {

@@ -705,6 +705,83 @@ TEST(ParseResize, NullRemovesAndPolicies) {
   EXPECT_FALSE(parse_pod_resize("{}"));
 }
 
+// What a container resize body reads as, or the error it gets: the one-pass
+// reader and the tree must agree on every body (the one-pass reader hands
+// everything it does not take to the tree).
+std::string reading(const Result<core::ContainerResize>& r) {
+  if (!r) return "error: " + r.error().message;
+  auto q = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("-"); };
+  auto pol = [](const std::optional<core::ResizePolicy>& p) {
+    return p ? std::to_string(static_cast<int>(*p)) : std::string("-");
+  };
+  const auto& x = r->resources;
+  const auto& rm = r->remove;
+  return fmt::format("req {}/{} lim {}/{} rm {}{}{}{} pol {}/{} id '{}'", q(x.cpu_request_milli),
+                     q(x.memory_request_bytes), q(x.cpu_limit_milli), q(x.memory_limit_bytes), rm.cpu_request,
+                     rm.memory_request, rm.cpu_limit, rm.memory_limit, pol(r->cpu_policy), pol(r->memory_policy),
+                     r->container_id);
+}
+
+TEST(ParseResize, OnePassReaderAgreesWithTheTreeOnEveryBody) {
+  const std::vector<std::string> bodies = {
+      R"({"resources":{"limits":{"memory":"128Mi","cpu":"200m"}}})",
+      R"({"resources":{"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"cpu":"1","memory":"1Gi"}}})",
+      R"({"resources":{"limits":{"memory":null,"cpu":null},"requests":{"cpu":null}}})",
+      R"({"resources":{"requests":null,"limits":{"cpu":"2"}}})",
+      R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"},
+                          {"restartPolicy":"RestartContainer","resourceName":"memory"},
+                          {"resourceName":"cpu","restartPolicy":"RestartContainer"}]})",
+      R"({"resizePolicy":[]})",
+      R"({})",
+      " \n\t{ \"resources\" : { \"limits\" : { \"cpu\" : \"\\u0031\\u0030\\u0030m\" } } } \n",
+      R"({"resources":{"limits":{"cpu":1.5,"memory":134217728}}})",
+      R"({"resources":{"limits":{"cpu":2}}})",
+      R"({"resources":{"limits":{"cpu":true}}})",
+      R"({"resources":{"limits":{"cpu":"lots"}}})",
+      R"({"resources":{"limits":{"memory":"-1"}}})",
+      R"({"resources":{"limits":{"cpu":"1","cpu":"2"}}})",
+      R"({"resources":{"limits":{}},"resources":{}})",
+      R"({"resources":{"limits":{"gpu":"1"}}})",
+      R"({"resources":{"limit":{"cpu":"1"}}})",
+      R"({"resource":{}})",
+      R"({"resources":null})",
+      R"({"resources":[]})",
+      R"({"resources":"1"})",
+      R"({"resources":{"limits":"1"}})",
+      R"({"resources":{"limits":[]}})",
+      R"({"resources":{"limits":{"cpu":{}}}})",
+      R"({"resources":{"limits":{"cpu":["1"]}}})",
+      R"({"resizePolicy":null})",
+      R"({"resizePolicy":{}})",
+      R"({"resizePolicy":["cpu"]})",
+      R"({"resizePolicy":[{"resourceName":"cpu"}]})",
+      R"({"resizePolicy":[{"restartPolicy":"NotRequired"}]})",
+      R"({"resizePolicy":[{"resourceName":"gpu","restartPolicy":"NotRequired"}]})",
+      R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"Sometimes"}]})",
+      R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired","x":1}]})",
+      R"({"resizePolicy":[{"resourceName":1,"restartPolicy":"NotRequired"}]})",
+      R"({"resizePolicy":[[]]})",
+      R"({"resources":{"limits":{"cpu":"1"}}} x)",
+      R"({"resources":{"limits":{"cpu":"1"}})",
+      R"({"resources":{"limits":{"cpu":"1"}}}})",
+      R"([{"resources":{}}])",
+      R"("resources")",
+      "null",
+      "",
+      "   ",
+      "{\"resources\":{\"limits\":{\"cpu\":\"1\\u0000\"}}}",
+      std::string("{\"resources\":{\"limits\":{\"cpu\":\"1\"}}}\0", 37),
+      R"({"resources":{"limits":{"cpu":"1"}},"x":{"deep":[[[[[[{}]]]]]]}})",
+  };
+  for (const auto& b : bodies) {
+    EXPECT_EQ(reading(parse_container_resize(b)), reading(parse_container_resize_tree(b))) << b;
+  }
+  // The valid ones above are read, not all refused alike.
+  EXPECT_EQ(reading(parse_container_resize(bodies[0])), "req -/- lim 200/134217728 rm falsefalsefalsefalse pol -/- id ''");
+  EXPECT_EQ(reading(parse_container_resize(bodies[2])), "req -/- lim -/- rm truefalsetruetrue pol -/- id ''");
+  EXPECT_EQ(reading(parse_container_resize(bodies[7])), "req -/- lim 100/- rm falsefalsefalsefalse pol -/- id ''");
+}
+
 }  // namespace
 }  // namespace podshim::status
 
