@@ -62,6 +62,13 @@ class CgroupDir {
   Result<void> write(std::string_view attr, std::string_view value) const;
   bool has(std::string_view attr) const;
 
+  // Closes the directory and its kept attribute fds: one close_range when
+  // their numbers are contiguous (opened one after another, as a resize
+  // opens them), a close each otherwise.
+  ~CgroupDir();
+  CgroupDir(CgroupDir&&) noexcept = default;
+  CgroupDir& operator=(CgroupDir&& o) noexcept;
+
   const std::string& relpath() const { return relpath_; }
   int fd() const { return fd_.get(); }
 
@@ -69,6 +76,7 @@ class CgroupDir {
   static constexpr size_t kMaxKept = 8;  // the attributes one resize reads
 
   Result<void> read_fields(std::string_view attr, const std::string_view* keys, uint64_t* out, size_t n) const;
+  void close_all();
 
   CgroupDir(UniqueFd fd, std::string relpath, bool cgroupfs)
       : fd_(std::move(fd)), relpath_(std::move(relpath)), cgroupfs_(cgroupfs) {}

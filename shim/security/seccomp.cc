@@ -10,7 +10,7 @@ namespace {
 
 // Shared by both programs: memory, signals, time, basic fd and file I/O.
 const char* const kCommon[] = {
-    "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close",
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "close_range",
     "openat", "openat2", "open", "fstat", "newfstatat", "stat", "lstat", "statx", "fstatfs",
     "statfs", "getdents64", "readlink", "readlinkat", "faccessat", "faccessat2", "access",
     "fcntl", "dup", "dup2", "dup3", "pipe2", "ioctl",

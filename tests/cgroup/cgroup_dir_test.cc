@@ -115,6 +115,49 @@ TEST_F(CgroupDirTest, AReadWriteKeptAttributeIsWrittenThroughItsFdAndStaysExact)
   EXPECT_EQ(now, "1048576");
 }
 
+// A CgroupDir closes what it kept when it goes away: with one close_range
+// when its fds are contiguous, one by one when another fd sits between
+// them, which must stay open.
+TEST_F(CgroupDirTest, ClosesItsKeptFdsAndNoOtherWhenItGoesAway) {
+  for (const char* f : {"cpu.max", "cpu.weight", "memory.max", "memory.events"}) put(f, "1\n");
+  const size_t before = open_fds();
+  {
+    auto d = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+    ASSERT_TRUE(d);
+    for (const char* f : {"cpu.max", "cpu.weight", "memory.max", "memory.events"}) ASSERT_TRUE(d->read(f));
+    EXPECT_EQ(open_fds(), before + 5);
+    CgroupDir moved = std::move(*d);  // the moved-from one owns nothing to close
+    EXPECT_EQ(*moved.read_trimmed("cpu.max"), "1");
+  }
+  EXPECT_EQ(open_fds(), before);
+
+  int other = -1;
+  {
+    auto d = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+    ASSERT_TRUE(d);
+    ASSERT_TRUE(d->read("cpu.max"));
+    other = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // between the cgroup's fds
+    ASSERT_GE(other, 0);
+    ASSERT_TRUE(d->read("cpu.weight"));
+    ASSERT_TRUE(d->read("memory.max"));
+    EXPECT_EQ(open_fds(), before + 5);
+  }
+  EXPECT_EQ(open_fds(), before + 1);
+  EXPECT_EQ(::fcntl(other, F_GETFD), FD_CLOEXEC) << "an fd between the cgroup's was closed";
+  ::close(other);
+
+  // Move-assigning over a CgroupDir closes what it held.
+  {
+    auto a = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+    auto b = CgroupDir::open(root_fd_, "kubepods/pod1/c1");
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(a->read("cpu.max") && a->read("cpu.weight"));
+    *a = std::move(*b);
+    EXPECT_EQ(open_fds(), before + 1);
+  }
+  EXPECT_EQ(open_fds(), before);
+}
+
 TEST_F(CgroupDirTest, ReadFieldsTakesTheNamedCountersAndZeroForTheRest) {
   put("memory.events", "low 9\nhigh 1\nmax 2\noom 3\noom_kill 4\noom_group_kill 5\n");
   put("memory.stat", "anon 10\nfile 20\nweird x1\n  shmem 30  \n");
