@@ -1,8 +1,6 @@
 #include "shim/status/client.h"
 
 #include <poll.h>
-
-#include <memory>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -55,26 +53,19 @@ class Conn {
       }
       data.remove_prefix(static_cast<size_t>(n));
     }
-    await_reply_ = true;
     return {};
   }
 
-  // Reads what has arrived into buf_; false at EOF. The socket is
-  // non-blocking: poll() only when there is nothing to read yet, except
-  // right after a request was sent, when the answer cannot be there yet
-  // (podshimd has not run): then poll first, which saves a recv that
-  // would only say EAGAIN. Reads go through a scratch buffer: growing
-  // buf_ by 64 KiB for each recv zero-filled it every time.
-  Result<bool> fill() {
-    static constexpr size_t kChunk = 65536;
-    if (!scratch_) scratch_ = std::make_unique_for_overwrite<char[]>(kChunk);
+  // Reads more into buf_ (at least `want` bytes of room); false at EOF. The
+  // socket is non-blocking: poll() only when there is nothing to read yet.
+  Result<bool> fill(size_t want = 0) {
+    size_t room = std::max<size_t>(want, 65536);
+    size_t old = buf_.size();
     for (;;) {
-      if (await_reply_) {
-        await_reply_ = false;
-        PODSHIM_TRY(wait(POLLIN));
-      }
-      ssize_t n = recv(fd_.get(), scratch_.get(), kChunk, MSG_DONTWAIT);
+      buf_.resize(old + room);
+      ssize_t n = recv(fd_.get(), buf_.data() + old, room, MSG_DONTWAIT);
       if (n < 0) {
+        buf_.resize(old);
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
           PODSHIM_TRY(wait(POLLIN));
@@ -82,7 +73,7 @@ class Conn {
         }
         return fail_errno("reading from podshimd");
       }
-      buf_.append(scratch_.get(), static_cast<size_t>(n));
+      buf_.resize(old + static_cast<size_t>(n));
       return n > 0;
     }
   }
@@ -111,9 +102,8 @@ class Conn {
   }
 
   Result<std::string> exactly(size_t n) {
-    buf_.reserve(n);
     while (buf_.size() < n) {
-      auto more = fill();
+      auto more = fill(n - buf_.size());
       if (!more) return Unexpected(more.error());
       if (!*more) return fail(EPROTO, "podshimd closed the connection mid-body");
     }
@@ -129,8 +119,6 @@ class Conn {
   UniqueFd fd_;
   std::optional<Clock::time_point> deadline_;
   std::string buf_;
-  std::unique_ptr<char[]> scratch_;
-  bool await_reply_ = false;  // a request was sent and nothing read since
 };
 
 struct Head {
