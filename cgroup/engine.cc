@@ -341,7 +341,7 @@ struct Engine::Impl {
         auto before = op->ev_before.find(b.id);
         if (before == op->ev_before.end()) continue;
         if (!now)
-          if (auto ev = read_events(b)) now = *ev;
+          if (auto ev = read_memory_events(b.dir)) now = *ev;
         if (!now) continue;
         auto d = [](uint64_t a, uint64_t z) { return a > z ? a - z : uint64_t{0}; };
         op->rep.events[b.id] = MemoryEvents{d(now->oom, before->second.oom), d(now->oom_kill, before->second.oom_kill),
@@ -354,12 +354,6 @@ struct Engine::Impl {
     else op->done(Unexpected(std::move(r.error())));
   }
 
-  static Result<MemoryEvents> read_events(const Bound& b) {
-    static constexpr std::array<std::string_view, 4> kKeys{"oom", "oom_kill", "high", "max"};
-    std::array<uint64_t, 4> v{};
-    PODSHIM_TRY(b.dir.read_fields("memory.events", kKeys, v));
-    return MemoryEvents{v[0], v[1], v[2], v[3]};
-  }
 
   void start_op(const OpPtr& op) {
     // Read current values under the cgroup's turn, so the plan reflects the kernel.
@@ -383,7 +377,7 @@ struct Engine::Impl {
         pt.attrs.push_back(PlanAttr{&row, std::move(*cur), std::move(*want)});
       }
       targets.push_back(std::move(pt));
-      if (auto ev = read_events(b)) op->ev_before[b.id] = *ev;
+      if (auto ev = read_memory_events(b.dir)) op->ev_before[b.id] = *ev;
     }
     op->plan = plan_resize(targets);
     op->targets = std::move(targets);

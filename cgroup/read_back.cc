@@ -33,14 +33,20 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, st
     a.file = v[1];
     a.shmem = v[2];
   }
-  static constexpr std::array<std::string_view, 4> kEvents{"oom", "oom_kill", "max", "high"};
-  std::array<uint64_t, 4> ev{};
-  PODSHIM_TRY(d.read_fields("memory.events", kEvents, ev));
-  a.oom = ev[0];
-  a.oom_kill = ev[1];
-  a.events_max = ev[2];
-  a.events_high = ev[3];
+  auto ev = read_memory_events(d);
+  if (!ev) return Unexpected(ev.error());
+  a.oom = ev->oom;
+  a.oom_kill = ev->oom_kill;
+  a.events_max = ev->max;
+  a.events_high = ev->high;
   return a;
+}
+
+Result<MemoryEvents> read_memory_events(const CgroupDir& d) {
+  static constexpr std::array<std::string_view, 4> kKeys{"oom", "oom_kill", "high", "max"};
+  std::array<uint64_t, 4> v{};
+  PODSHIM_TRY(d.read_fields("memory.events", kKeys, v));
+  return MemoryEvents{v[0], v[1], v[2], v[3]};
 }
 
 }  // namespace podshim::cgroup

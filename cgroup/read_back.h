@@ -27,4 +27,8 @@ struct KnownAttr {
 Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat = true,
                          std::span<const KnownAttr> known = {});
 
+// memory.events' oom, oom_kill, high and max of `d` (0 for a counter the
+// kernel does not list): read_back's, and the engine's before/after deltas.
+Result<MemoryEvents> read_memory_events(const CgroupDir& d);
+
 }  // namespace podshim::cgroup

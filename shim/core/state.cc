@@ -546,10 +546,7 @@ Result<void> Store::upsert_container(Container c) {
     index_add(it, c.pod_uid);
   }
   it->second = std::move(c);
-  if (dirfd_) {
-    if (auto cached = json_.find(it->first); cached != json_.end()) cached->second = std::move(j);
-    else json_.emplace(it->first, std::move(j));
-  }
+  if (dirfd_) json_.insert_or_assign(it->first, std::move(j));
   Event ev;
   ev.type = EventType::ContainerUpserted;
   ev.container = &it->second;

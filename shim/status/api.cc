@@ -219,6 +219,7 @@ namespace {
 // about a sixth of a status-API resize's instructions.
 class FastContainerResize final : public nlohmann::json_sax<json> {
  public:
+  FastContainerResize() { frames_.reserve(4); }  // push() never grows it: no frame moves
   core::ContainerResize r;
   bool ok = true;
 
@@ -330,11 +331,7 @@ class FastContainerResize final : public nlohmann::json_sax<json> {
     ok = false;
     return false;
   }
-  std::vector<Frame> frames_ = [] {
-    std::vector<Frame> v;
-    v.reserve(4);
-    return v;
-  }();
+  std::vector<Frame> frames_;
   std::string name_, policy_;
 };
 
