@@ -1,5 +1,7 @@
 #include "base/log.h"
 
+#include "base/str.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -77,6 +79,35 @@ bool parse_level(std::string_view s, Level* out) {
   return false;
 }
 
+std::string escape(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && static_cast<unsigned char>(s[i]) >= 0x20 && static_cast<unsigned char>(s[i]) < 0x7f) ++i;
+  if (i == s.size()) return std::string(s);  // printable ASCII: the usual case
+  std::string o(s.substr(0, i));
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      o += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      // A whole UTF-8 sequence passes, unless it is a C1 control
+      // (U+0080..U+009F: "\xc2\x9b" is the 8-bit CSI a terminal obeys).
+      size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+      if (n > 0 && i + n <= s.size() && str::valid_utf8(s.substr(i, n)) &&
+          !(c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)) {
+        o.append(s.substr(i, n));
+        i += n;
+        continue;
+      }
+    }
+    o += fmt::format("\\x{:02x}", c);
+    ++i;
+  }
+  return o;
+}
+
 std::string format_stderr_line(Level l, std::initializer_list<Field> fields,
                                std::string_view message) {
   std::string line = fmt::format("<{}>{}", static_cast<int>(l), message);
@@ -91,8 +122,12 @@ std::string format_stderr_line(Level l, std::initializer_list<Field> fields,
   return line;
 }
 
-void write(Level l, std::initializer_list<Field> fields, std::string_view message) {
+void write(Level l, std::initializer_list<Field> fields, std::string_view raw) noexcept try {
   if (!enabled(l)) return;
+  // Messages quote what clients sent (request paths, ids): control bytes,
+  // C1 controls and bytes that are not UTF-8 are written as \xNN, so a log
+  // line cannot move a terminal's cursor or recolour it (CWE-117).
+  const std::string message = escape(raw);
   if (g_target.load() == Target::Journal) {
     std::vector<std::string> items;
     items.reserve(fields.size() + 3);
@@ -113,6 +148,32 @@ void write(Level l, std::initializer_list<Field> fields, std::string_view messag
   // A single write(2) keeps concurrent lines from interleaving.
   ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   (void)n;
+} catch (...) {
+  // Out of memory while formatting: the record is lost, the caller goes on.
 }
+
+namespace {
+std::atomic<uint64_t> g_suppressed{0};
+}
+
+bool RateLimit::allow(std::chrono::steady_clock::time_point now, uint64_t* dropped) {
+  std::lock_guard lk(mu_);
+  *dropped = 0;
+  if (start_ == std::chrono::steady_clock::time_point{} || now - start_ >= interval_) {
+    *dropped = suppressed_;
+    start_ = now;
+    used_ = 0;
+    suppressed_ = 0;
+  }
+  if (used_ < burst_) {
+    ++used_;
+    return true;
+  }
+  ++suppressed_;
+  g_suppressed.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+uint64_t suppressed_total() { return g_suppressed.load(std::memory_order_relaxed); }
 
 }  // namespace podshim::log

@@ -1,6 +1,7 @@
 #include "base/str.h"
 
 #include <charconv>
+#include <cstring>
 
 namespace podshim::str {
 
@@ -44,5 +45,51 @@ static Result<T> parse_int(std::string_view in) {
 
 Result<uint64_t> parse_u64(std::string_view s) { return parse_int<uint64_t>(s); }
 Result<int64_t> parse_i64(std::string_view s) { return parse_int<int64_t>(s); }
+
+bool valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    // Eight ASCII bytes at a time: ids, names, paths and annotation keys
+    // are almost all ASCII, and this check was a tenth of a Synchronize.
+    if (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      if ((w & 0x8080808080808080ull) == 0) {
+        p += 8;
+        continue;
+      }
+    }
+    if (*p < 0x80) {
+      ++p;
+      continue;
+    }
+    int n;
+    uint32_t cp;
+    if ((*p & 0xe0) == 0xc0) {
+      n = 1;
+      cp = *p & 0x1f;
+    } else if ((*p & 0xf0) == 0xe0) {
+      n = 2;
+      cp = *p & 0x0f;
+    } else if ((*p & 0xf8) == 0xf0) {
+      n = 3;
+      cp = *p & 0x07;
+    } else {
+      return false;
+    }
+    if (end - p <= n) return false;
+    for (int i = 1; i <= n; ++i) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return false;
+    p += n + 1;
+  }
+  return true;
+}
 
 }  // namespace podshim::str

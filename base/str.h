@@ -48,6 +48,11 @@ inline size_t find_not_in(std::string_view s, const ByteSet& set) {
   return std::string_view::npos;
 }
 
+// Whether `s` is well-formed UTF-8 (Unicode 15, table 3-7: no overlong
+// forms, no surrogates, nothing past U+10FFFF). The one check of text that
+// enters podshim from outside (NRI strings, HTTP paths).
+bool valid_utf8(std::string_view s);
+
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);
 

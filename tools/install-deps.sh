@@ -9,7 +9,7 @@ pkgs=(
   meson ninja-build pkg-config g++ clang libclang-rt-14-dev
   libsystemd-dev libseccomp-dev libcap-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libfmt-dev libprotobuf-dev protobuf-compiler
-  libyaml-cpp-dev libyaml-dev libselinux1-dev libexpected-dev
+  libyaml-cpp-dev libyaml-dev libselinux1-dev libexpected-dev libboost-dev
   # tests and tools
   curl python3 selinux-utils attr
   # SELinux kernel test: Debian's reference policy, loaded only inside the VM guest

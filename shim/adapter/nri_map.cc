@@ -4,6 +4,7 @@
 
 #include "base/str.h"
 #include "cdi/requests.h"
+#include "shim/core/json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -286,9 +287,9 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     add_hooks(e.hooks.poststop, hooks->mutable_poststop());
   }
 
-  if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = injected.dump();
+  if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = core::dump(injected);
   if (!injected_mounts.empty())
-    (*adj->mutable_annotations())["podshim.io/injected-mounts"] = injected_mounts.dump();
+    (*adj->mutable_annotations())["podshim.io/injected-mounts"] = core::dump(injected_mounts);
   if (opts.inject_hook && (!injected.empty() || added_mounts)) {
     fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
               opts.hook_timeout_s);

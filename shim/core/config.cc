@@ -166,7 +166,9 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
     c.access = *a;
   }
   if (auto n = root["http"]) {
-    PODSHIM_TRY(check_keys(ctx, n, "http", {"timeout_seconds", "max_body_bytes", "max_connections"}));
+    PODSHIM_TRY(check_keys(ctx, n, "http",
+                           {"timeout_seconds", "max_body_bytes", "max_connections", "max_watch_backlog_bytes",
+                            "max_watch_total_bytes"}));
     if (n["timeout_seconds"]) {
       auto v = number(ctx, n["timeout_seconds"], "http.timeout_seconds", 3600);
       if (!v) return Unexpected(v.error());
@@ -183,6 +185,25 @@ Result<Config> parse_root(const Ctx& ctx, const YAML::Node& root) {
       if (!v) return Unexpected(v.error());
       if (*v == 0) return ctx.err("'http.max_connections' must be at least 1");
       c.max_connections = static_cast<unsigned>(*v);
+    }
+    // A watcher's queue must hold at least one large event line (a container
+    // with many annotations), else every such event would drop every watcher.
+    constexpr uint64_t kMinWatchBytes = 64 << 10, kMaxWatchBytes = uint64_t{1} << 30;
+    if (n["max_watch_backlog_bytes"]) {
+      auto v = number(ctx, n["max_watch_backlog_bytes"], "http.max_watch_backlog_bytes", kMaxWatchBytes);
+      if (!v) return Unexpected(v.error());
+      if (*v < kMinWatchBytes) return ctx.err("'http.max_watch_backlog_bytes' must be at least {}", kMinWatchBytes);
+      c.max_watch_backlog_bytes = *v;
+    }
+    if (n["max_watch_total_bytes"]) {
+      auto v = number(ctx, n["max_watch_total_bytes"], "http.max_watch_total_bytes", kMaxWatchBytes);
+      if (!v) return Unexpected(v.error());
+      if (*v < kMinWatchBytes) return ctx.err("'http.max_watch_total_bytes' must be at least {}", kMinWatchBytes);
+      c.max_watch_total_bytes = *v;
+    }
+    if (c.max_watch_total_bytes < c.max_watch_backlog_bytes) {
+      return ctx.err("'http.max_watch_total_bytes' ({}) must be at least 'http.max_watch_backlog_bytes' ({})",
+                     c.max_watch_total_bytes, c.max_watch_backlog_bytes);
     }
   }
   if (auto n = root["state_dir"]) {

@@ -53,6 +53,9 @@ struct Config {
   std::chrono::seconds http_timeout = kDefaultHttpTimeout;  // idle/slow client cut-off
   size_t max_body_bytes = kDefaultMaxBodyBytes;
   unsigned max_connections = kDefaultMaxConnections;
+  // /v1/watch queues: per watcher and across all watchers (ServerOptions).
+  size_t max_watch_backlog_bytes = kDefaultMaxWatchBacklogBytes;
+  size_t max_watch_total_bytes = kDefaultMaxWatchTotalBytes;
 
   std::string state_dir = "/var/lib/podshim";
 

@@ -19,6 +19,10 @@ inline constexpr mode_t kDefaultSocketMode = 0660;
 inline constexpr std::chrono::seconds kDefaultHttpTimeout{10};
 inline constexpr size_t kDefaultMaxBodyBytes = 1 << 20;
 inline constexpr unsigned kDefaultMaxConnections = 256;
+// /v1/watch: what one watcher may have queued (lines not yet written to its
+// socket), and all watchers together; over either a watcher is disconnected.
+inline constexpr size_t kDefaultMaxWatchBacklogBytes = 1 << 20;
+inline constexpr size_t kDefaultMaxWatchTotalBytes = 8 << 20;
 
 // nri: (the index orders plugins: containerd/nri pkg/adaptation sorts by it)
 inline constexpr std::string_view kDefaultNriSocket = "/var/run/nri/nri.sock";

@@ -6,6 +6,9 @@
 
 namespace podshim::core {
 
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+
 using nlohmann::json;
 
 namespace {

@@ -11,6 +11,12 @@
 
 namespace podshim::core {
 
+// nlohmann's dump() that never throws: a string that is not UTF-8 has its
+// bad bytes written as U+FFFD instead of raising type_error 316 (text from
+// outside is checked where it enters; this is the last line of defence on
+// the way out).
+std::string dump(const nlohmann::json& j);
+
 nlohmann::json to_json(const K8sResources& r);
 nlohmann::json to_json(const Pod& p);
 nlohmann::json to_json(const Container& c);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "base/log.h"
+#include "base/guard.h"
 
 #ifndef PODSHIM_HOOK_PATH
 #define PODSHIM_HOOK_PATH "/usr/libexec/podshim/podshim-hook"
@@ -12,7 +13,7 @@ namespace podshim::daemon {
 
 int NriMode::on_inotify(sd_event_source*, int, uint32_t, void* userdata) {
   auto* self = static_cast<NriMode*>(userdata);
-  if (self->on_cdi_readable_) self->on_cdi_readable_();
+  if (self->on_cdi_readable_) contain("CDI spec directory watch", self->on_cdi_readable_);
   return 0;
 }
 
@@ -56,7 +57,7 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
     auto* w = new std::function<void()>(std::move(work));
     auto run = [](sd_event_source* s, void* userdata) -> int {
       auto* fn = static_cast<std::function<void()>*>(userdata);
-      (*fn)();
+      contain("deferred resize work", *fn);
       delete fn;
       sd_event_source_unref(s);  // ours (not floating); one-shot by default
       return 0;

@@ -35,52 +35,6 @@ std::optional<uint64_t> read_varint_slow(std::string_view& p) {
   return std::nullopt;  // an 11th byte would be needed: not a 64-bit varint
 }
 
-bool valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    // Eight ASCII bytes at a time: ids, names, paths and annotation keys
-    // are almost all ASCII, and this check was a tenth of a Synchronize.
-    if (end - p >= 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      if ((w & 0x8080808080808080ull) == 0) {
-        p += 8;
-        continue;
-      }
-    }
-    if (*p < 0x80) {
-      ++p;
-      continue;
-    }
-    int n;
-    uint32_t cp;
-    if ((*p & 0xe0) == 0xc0) {
-      n = 1;
-      cp = *p & 0x1f;
-    } else if ((*p & 0xf0) == 0xe0) {
-      n = 2;
-      cp = *p & 0x0f;
-    } else if ((*p & 0xf8) == 0xf0) {
-      n = 3;
-      cp = *p & 0x07;
-    } else {
-      return false;
-    }
-    if (end - p <= n) return false;
-    for (int i = 1; i <= n; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    p += n + 1;
-  }
-  return true;
-}
-
 Result<bool> Cursor::next() {
   if (p_.empty()) return false;
   auto tag = read_varint(p_);
@@ -207,7 +161,7 @@ namespace {
 // Field helpers: each checks the wire type and names the field on error.
 Result<std::string_view> str(const Cursor& c, const char* name) {
   PODSHIM_TRY(c.expect(WireType::Len, name));
-  if (!valid_utf8(c.bytes()))
+  if (!str::valid_utf8(c.bytes()))
     return fail(EPROTO, "{}.{} (field {}): string is not valid UTF-8", c.message(), name, c.field());
   return c.bytes();
 }

@@ -36,6 +36,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "base/str.h"
 
 namespace podshim::nri::pb {
 
@@ -87,7 +88,7 @@ inline std::optional<uint64_t> read_varint(std::string_view& p) {
   }
   return read_varint_slow(p);
 }
-bool valid_utf8(std::string_view s);
+using str::valid_utf8;  // base/str.h
 
 // A repeated field of a message, iterated without storage: the bytes of
 // every occurrence of `field` in `msg`, in order. Only built by the decoders

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/str.h"
+#include "base/guard.h"
 
 namespace podshim::nri {
 
@@ -278,7 +279,7 @@ int Plugin::on_reconnect_timer(sd_event_source* s, uint64_t, void* userdata) {
   auto* self = static_cast<Plugin*>(userdata);
   sd_event_source_disable_unref(s);
   self->reconnect_timer_ = nullptr;
-  self->connect_now();
+  contain("NRI: reconnecting", [&] { self->connect_now(); });
   return 0;
 }
 
@@ -381,10 +382,12 @@ void Plugin::with_deadline(Transport::Responder respond, std::string_view method
         (*o)->timer = nullptr;
         if (auto resp = std::move((*o)->respond)) {
           (*o)->respond = nullptr;
-          resp({{code::kUnknown, fmt::format("podshim: {} still in progress after {} ms; answering "
-                                             "before the runtime's request timeout",
-                                             (*o)->method, (*o)->after_usec / 1000)},
-                {}});
+          contain("NRI: answering before the runtime's timeout", [&] {
+            resp({{code::kUnknown, fmt::format("podshim: {} still in progress after {} ms; answering "
+                                               "before the runtime's request timeout",
+                                               (*o)->method, (*o)->after_usec / 1000)},
+                  {}});
+          });
         }
         return 0;
       },
@@ -601,7 +604,7 @@ void Plugin::update_containers(std::vector<api::ContainerUpdate> update,
     const int r = sd_event_add_defer(loop_, &s, [](sd_event_source* src, void* ud) -> int {
       std::unique_ptr<UpdateDone> d(static_cast<UpdateDone*>(ud));
       sd_event_source_disable_unref(src);
-      (*d)(Unexpected(Error{ENOTCONN, "UpdateContainers: not connected to the runtime"}));
+      contain("NRI: UpdateContainers", [&] { (*d)(Unexpected(Error{ENOTCONN, "UpdateContainers: not connected to the runtime"})); });
       return 0;
     }, heap);
     if (r < 0) {

@@ -1,4 +1,6 @@
 #include "shim/nri/transport.h"
+#include "base/guard.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -22,7 +24,7 @@ void post(sd_event* loop, std::function<void()> fn) {
       [](sd_event_source* src, void* ud) -> int {
         std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(ud));
         sd_event_source_unref(src);
-        (*f)();
+        contain("NRI: deferred work", *f);
         return 0;
       },
       heap);
@@ -148,7 +150,7 @@ int Transport::on_timer(sd_event_source* s, uint64_t, void* userdata) {
   if (it == c.pending.end()) return 0;
   Callback cb = std::move(it->second.cb);
   c.pending.erase(it);
-  cb({{code::kDeadlineExceeded, "context deadline exceeded"}, {}});
+  contain("NRI: a call's deadline", [&] { cb({{code::kDeadlineExceeded, "context deadline exceeded"}, {}}); });
   return 0;
 }
 
@@ -226,13 +228,18 @@ void Transport::update_events() {
 int Transport::on_io(sd_event_source*, int, uint32_t revents, void* userdata) {
   auto* self = static_cast<Transport*>(userdata);
   auto alive = self->alive_;
-  if (revents & EPOLLOUT) self->flush();
-  if (!*alive || self->closed()) return 0;
-  if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-    auto r = self->read_some();
-    if (!*alive) return 0;
-    if (!r) self->close(std::move(r).error());
-  }
+  const bool ok = contain("NRI connection", [&] {
+    if (revents & EPOLLOUT) self->flush();
+    if (!*alive || self->closed()) return;
+    if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+      auto r = self->read_some();
+      if (!*alive) return;
+      if (!r) self->close(std::move(r).error());
+    }
+  });
+  // A frame half-read when something threw leaves the stream where no one
+  // can tell: close it; the plugin reconnects and synchronizes again.
+  if (!ok && *alive && !self->closed()) self->close(Error{EPROTO, "internal error while reading from the runtime"});
   return 0;
 }
 
@@ -320,12 +327,21 @@ Result<void> Transport::on_request(uint32_t id, Conn& c, TtrpcMessage&& msg) {
     return {};
   }
   std::weak_ptr<bool> alive = alive_;
-  c.handler(req, [this, alive, id, sid](CallResult res) {
-    // The transport may be gone (a reconnect) or closed by now.
-    auto a = alive.lock();
-    if (!a || !*a || closed()) return;
-    send_result(id, sid, std::move(res));
-  });
+  auto answered = std::make_shared<bool>(false);
+  // The boundary of an NRI handler: a throw answers this request with
+  // INTERNAL (unless it was answered already) and the connection goes on.
+  try {
+    c.handler(req, [this, alive, answered, id, sid](CallResult res) {
+      *answered = true;
+      // The transport may be gone (a reconnect) or closed by now.
+      auto a = alive.lock();
+      if (!a || !*a || closed()) return;
+      send_result(id, sid, std::move(res));
+    });
+  } catch (const std::exception& e) {
+    log::err("NRI: handling {}.{} failed: {}", req.service, req.method, e.what());
+    if (!*answered) send_status(id, sid, {code::kInternal, fmt::format("podshim: internal error: {}", e.what())});
+  }
   return {};
 }
 
@@ -403,7 +419,7 @@ int Transport::on_deferred_close(sd_event_source* s, void* userdata) {
   self->defer_ = nullptr;
   CloseHandler h = self->on_close_;
   Error why = self->close_reason_.value_or(Error{0, "closed"});
-  if (h) h(why);  // may destroy *self
+  if (h) contain("NRI: closing a connection", [&] { h(why); });  // may destroy *self
   return 0;
 }
 

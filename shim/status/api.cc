@@ -125,7 +125,7 @@ Result<core::ContainerResize> container_resize_from(const json& j, std::string_v
   return r;
 }
 
-Reply json_reply(int status, const json& j) { return Reply{status, "application/json", j.dump() + "\n"}; }
+Reply json_reply(int status, const json& j) { return Reply{status, "application/json", core::dump(j) + "\n"}; }
 
 int status_for(const Error& e) {
   switch (e.code) {
@@ -158,7 +158,20 @@ Reply raw_reply(int status, std::string body) { return Reply{status, "applicatio
 
 }  // namespace
 
+// nlohmann's lexer takes a NUL byte for the end of its input
+// (lexer::scan, case '\0'), so `{"memory":"256Mi"}\0garbage` would read as
+// the object alone: a body must be exactly one JSON value, and a raw NUL is
+// never part of one (JSON strings escape control characters).
+static Result<void> one_json_text(std::string_view body) {
+  if (auto nul = body.find('\0'); nul != std::string_view::npos) {
+    return fail(EINVAL, "request body contains a NUL byte at offset {}; a body is one JSON value and nothing else",
+                nul);
+  }
+  return {};
+}
+
 Result<json> parse_json_object(std::string_view body) {
+  PODSHIM_TRY(one_json_text(body));
   if (str::trim(body).empty()) return fail(EINVAL, "request body is empty");
   // One set of keys per open object; the callback sees keys in order.
   std::vector<std::set<std::string>> open;
@@ -201,7 +214,7 @@ std::string allowed_methods(std::string_view path) {
 }
 
 Reply error_reply(int status, std::string_view message) {
-  return Reply{status, "application/json", json{{"error", message}}.dump() + "\n"};
+  return Reply{status, "application/json", core::dump(json{{"error", message}}) + "\n"};
 }
 
 namespace {
@@ -344,6 +357,7 @@ Result<core::ContainerResize> parse_container_resize_tree(std::string_view body)
 }
 
 Result<core::ContainerResize> parse_container_resize(std::string_view body) {
+  PODSHIM_TRY(one_json_text(body));
   FastContainerResize fast;
   if (json::sax_parse(body, &fast) && fast.ok) return std::move(fast.r);
   return parse_container_resize_tree(body);

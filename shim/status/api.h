@@ -25,11 +25,7 @@ Reply error_reply(int status, std::string_view message);
 // The methods `path` answers to, for a 405's Allow header ("GET, HEAD").
 std::string allowed_methods(std::string_view path);
 
-// The one path a request target stands for, or an error naming the target:
-// refuses raw or percent-encoded NUL and control bytes, malformed escapes,
-// encoded '/', '%', '?' or '#', empty and dot segments, a trailing '/'. The
-// query is dropped. (Defined with the server, which routes on its result.)
-Result<std::string> canonical_path(std::string_view target);
+// canonical_path: shim/status/http.h.
 
 // Parses a request body as one JSON object; a key that appears twice in any
 // object is an error naming it (nlohmann::json keeps the last one silently).

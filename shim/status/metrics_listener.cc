@@ -12,27 +12,37 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "base/unique_fd.h"
+#include "shim/status/http.h"
 
 namespace podshim::status {
 
 // A scraper needs one connection at a time, sends no body, and reconnects
 // freely; so each connection carries one request and is closed after the
-// answer ("Connection: close"), and a client gets a bounded head, a bounded
-// number of connections and a total deadline. This used to be
-// libmicrohttpd, whose Debian build pulls GnuTLS and its eight libraries
-// (about 2.4 MiB of resident mappings in podshimd) into every node's daemon
-// for a listener that is off by default.
+// answer ("Connection: close"). The request is read by the same strict
+// reader as the status socket's (shim/status/http.h), with an 8 KiB head and
+// no body. A client must complete its head within 2 s of connecting and read
+// the answer within 10 s. When all 16 slots are taken, a new connection
+// takes the slot of the one that has waited longest for its head, so
+// clients that dribble bytes and reconnect cannot keep a scraper out (a
+// scraper sends its whole request at once). This used to be libmicrohttpd,
+// whose Debian build pulls GnuTLS and its eight libraries (about 2.4 MiB of
+// resident mappings in podshimd) into every node's daemon for a listener
+// that is off by default.
 struct MetricsListener::Impl {
   static constexpr size_t kMaxConnections = 16;
   static constexpr size_t kMaxHeadBytes = 8 << 10;
-  static constexpr uint64_t kDeadlineUs = 10'000'000;  // per connection, head and answer
+  static constexpr uint64_t kHeadDeadlineUs = 2'000'000;   // connect to complete head
+  static constexpr uint64_t kReplyDeadlineUs = 10'000'000;  // the answer written
 
   struct Conn {
+    Conn() : reader(HttpLimits{kMaxHeadBytes, 0}) {}
     Impl* owner = nullptr;
     std::list<Conn>::iterator self;
     UniqueFd fd;
     sd_event_source* io = nullptr;
     sd_event_source* timer = nullptr;
+    uint64_t accepted_us = 0;
+    HttpRequestReader reader;
     std::string in;
     std::string out;
     size_t sent = 0;
@@ -56,31 +66,29 @@ struct MetricsListener::Impl {
 
   void close_conn(Conn& c) { conns.erase(c.self); }
 
-  static std::string response(unsigned status, std::string_view reason, std::string_view type,
-                              std::string_view body, bool head_only, std::string_view extra = {}) {
+  static std::string response(int status, std::string_view type, std::string_view body, bool head_only,
+                              std::string_view extra = {}) {
     std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
-                                  status, reason, type, body.size(), extra);
+                                  status, reason_phrase(status), type, body.size(), extra);
     if (!head_only) out.append(body);
     return out;
   }
 
-  // The answer to a complete request head.
-  std::string answer(std::string_view head) {
-    const auto eol = head.find_first_of("\r\n");
-    std::string_view line = head.substr(0, eol);
-    const auto sp1 = line.find(' ');
-    const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos || line.substr(sp2 + 1).substr(0, 7) != "HTTP/1.")
-      return response(400, "Bad Request", "text/plain", "bad request line\n", false);
-    const std::string_view method = line.substr(0, sp1);
-    std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-    const bool head_only = method == "HEAD";
-    if (target != "/metrics")
-      return response(404, "Not Found", "text/plain", "not found: only /metrics is served here\n", head_only);
-    if (method != "GET" && !head_only)
-      return response(405, "Method Not Allowed", "text/plain", "use GET\n", false, "Allow: GET, HEAD\r\n");
-    return response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render(), head_only);
+  // The answer to a complete, well-formed request.
+  std::string answer(const HttpRequest& r) {
+    const bool head_only = r.method == "HEAD";
+    if (r.path != "/metrics")
+      return response(404, "text/plain", "not found: only /metrics is served here\n", head_only);
+    if (r.method != "GET" && !head_only)
+      return response(405, "text/plain", "use GET\n", false, "Allow: GET, HEAD\r\n");
+    // The boundary of the renderer: a throw is a 500 for this scrape, not
+    // the end of the daemon.
+    try {
+      return response(200, "text/plain; version=0.0.4; charset=utf-8", render(), head_only);
+    } catch (const std::exception& e) {
+      log::err("metrics listener: rendering the metrics failed: {}", e.what());
+      return response(500, "text/plain", "rendering the metrics failed; see podshimd's log\n", false);
+    }
   }
 
   // Writes what it can; false when the connection is done (sent or failed).
@@ -101,6 +109,26 @@ struct MetricsListener::Impl {
     return false;
   }
 
+  // Queues the answer once the request is complete or refused; true when
+  // an answer is queued.
+  bool decide(Conn& c) {
+    HttpRequestReader::Step step = c.reader.feed(c.in);
+    if (step == HttpRequestReader::Step::Head) step = c.reader.feed(c.in);  // no body: Done
+    if (step == HttpRequestReader::Step::More) return false;
+    if (step == HttpRequestReader::Step::Refused) {
+      const auto& f = c.reader.refusal();
+      c.out = response(f.status, "text/plain", f.message + "\n", false);
+    } else {
+      c.out = answer(c.reader.request());
+    }
+    c.in.clear();
+    c.in.shrink_to_fit();
+    uint64_t now = 0;
+    sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    sd_event_source_set_time(c.timer, now + kReplyDeadlineUs);
+    return true;
+  }
+
   void on_conn_io(Conn& c, uint32_t events) {
     if (!c.out.empty()) {
       if (!flush(c)) close_conn(c);
@@ -112,29 +140,27 @@ struct MetricsListener::Impl {
         ssize_t n = recv(c.fd.get(), buf, sizeof(buf), 0);
         if (n > 0) {
           c.in.append(buf, static_cast<size_t>(n));
-          if (c.in.size() > kMaxHeadBytes) break;
+          // Decide as bytes come: a request followed by a half-close
+          // (shutdown(SHUT_WR)) is answered, not dropped with the EOF.
+          if (decide(c)) {
+            if (!flush(c)) close_conn(c);
+            return;
+          }
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        close_conn(c);  // closed (or failed) before a complete head
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        close_conn(c);  // closed (or failed) before a complete request
         return;
       }
     }
-    auto end = c.in.find("\r\n\r\n");
-    if (end == std::string::npos) end = c.in.find("\n\n");
-    if (end == std::string::npos) {
-      if (c.in.size() > kMaxHeadBytes) {
-        c.out = response(431, "Request Header Fields Too Large", "text/plain", "request head too large\n", false);
-        if (!flush(c)) close_conn(c);
-      }
-      return;
-    }
-    // Any body is left unread: the connection closes after the answer.
-    c.out = answer(std::string_view(c.in).substr(0, end));
-    c.in.clear();
-    c.in.shrink_to_fit();
-    if (!flush(c)) close_conn(c);
+  }
+
+  // The connection that has waited longest for its head, or null.
+  Conn* oldest_unanswered() {
+    for (auto& c : conns)
+      if (c.out.empty()) return &c;  // conns is in accept order
+    return nullptr;
   }
 
   void on_accept() {
@@ -146,29 +172,39 @@ struct MetricsListener::Impl {
         return;
       }
       if (conns.size() >= kMaxConnections) {
-        // Best effort, never blocking: the listener is not a queue.
-        const std::string busy = response(503, "Service Unavailable", "text/plain", "too many connections\n", false);
-        (void)send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        continue;
+        if (Conn* victim = oldest_unanswered()) {
+          close_conn(*victim);
+        } else {
+          // Every slot is writing an answer. Best effort, never blocking.
+          const std::string busy = response(503, "text/plain", "too many connections\n", false);
+          (void)send(fd.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          continue;
+        }
       }
       conns.emplace_back();
       Conn& c = conns.back();
       c.owner = this;
       c.self = std::prev(conns.end());
       c.fd = std::move(fd);
-      uint64_t now = 0;
-      sd_event_now(loop, CLOCK_MONOTONIC, &now);
+      sd_event_now(loop, CLOCK_MONOTONIC, &c.accepted_us);
       if (sd_event_add_io(loop, &c.io, c.fd.get(), EPOLLIN, &conn_io_cb, &c) < 0 ||
-          sd_event_add_time(loop, &c.timer, CLOCK_MONOTONIC, now + kDeadlineUs, 100'000, &conn_timer_cb, &c) < 0) {
+          sd_event_add_time(loop, &c.timer, CLOCK_MONOTONIC, c.accepted_us + kHeadDeadlineUs, 100'000,
+                            &conn_timer_cb, &c) < 0) {
         conns.pop_back();
         continue;
       }
     }
   }
 
+  // Each callback is a boundary: nothing a client sends may end the daemon.
   static int conn_io_cb(sd_event_source*, int, uint32_t events, void* userdata) {
     auto* c = static_cast<Conn*>(userdata);
-    c->owner->on_conn_io(*c, events);
+    try {
+      c->owner->on_conn_io(*c, events);
+    } catch (const std::exception& e) {
+      log::err("metrics listener: dropping a connection after an error: {}", e.what());
+      c->owner->close_conn(*c);
+    }
     return 0;
   }
   static int conn_timer_cb(sd_event_source*, uint64_t, void* userdata) {
@@ -177,7 +213,11 @@ struct MetricsListener::Impl {
     return 0;
   }
   static int accept_cb(sd_event_source*, int, uint32_t, void* userdata) {
-    static_cast<Impl*>(userdata)->on_accept();
+    try {
+      static_cast<Impl*>(userdata)->on_accept();
+    } catch (const std::exception& e) {
+      log::err("metrics listener: accepting a connection failed: {}", e.what());
+    }
     return 0;
   }
 };

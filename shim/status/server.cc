@@ -40,12 +40,14 @@
 #include <set>
 
 #include "base/fs.h"
+#include "base/guard.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/unique_fd.h"
 #include "shim/core/json.h"
 #include "shim/core/json_writer.h"
 #include "shim/status/api.h"
+#include "shim/status/http.h"
 
 namespace podshim::status {
 
@@ -53,126 +55,13 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxChunkLine = 1024;  // "<hex>[;ext]" of one chunk
 constexpr size_t kReadChunk = 16384;
 
 struct Conn;
 
-std::string_view reason(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
-  }
-}
-
-bool is_tchar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
-}
-
-std::string lower(std::string_view s) {
-  std::string o(s);
-  for (auto& c : o) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  return o;
-}
-
-// Printable form of client bytes for an error message: control and non-ASCII
-// bytes as \xNN, cut at 200 characters.
-std::string shown(std::string_view s) {
-  std::string o;
-  for (unsigned char c : s.substr(0, 200)) {
-    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '"') o += fmt::format("\\x{:02x}", c);
-    else o += static_cast<char>(c);
-  }
-  if (s.size() > 200) o += "...";
-  return o;
-}
-
-int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
-// Parses a request target into the one path it stands for. Refused: a raw or
-// percent-encoded NUL or control byte, a malformed escape, an encoded '/' or
-// '%' (a path that decodes to a different segmentation than it shows), empty
-// or dot segments, a trailing '/', a fragment, and non-origin forms. The query
-// string, which no endpoint uses, is dropped. The error names the target.
-Result<std::string> canonical_path(std::string_view target) {
-  if (target.empty() || target.front() != '/') {
-    return fail(EINVAL, "request target '{}' must be an absolute path", shown(target));
-  }
-  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-  std::string out;
-  for (size_t i = 0; i < target.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(target[i]);
-    if (c == '%') {
-      int hi = i + 2 < target.size() ? hexval(target[i + 1]) : -1;
-      int lo = hi >= 0 ? hexval(target[i + 2]) : -1;
-      if (hi < 0 || lo < 0) return fail(EINVAL, "path '{}' has a malformed percent-escape", shown(target));
-      c = static_cast<unsigned char>(hi * 16 + lo);
-      if (c == 0) return fail(EINVAL, "path '{}' contains an encoded NUL (%00)", shown(target));
-      if (c == '/' || c == '%' || c == '?' || c == '#') {
-        return fail(EINVAL, "path '{}' encodes '{}', which would change what the path means", shown(target),
-                    static_cast<char>(c));
-      }
-      i += 2;
-    } else if (c == 0) {
-      return fail(EINVAL, "path '{}' contains a NUL byte", shown(target));
-    } else if (c == '#') {
-      return fail(EINVAL, "path '{}' contains a fragment", shown(target));
-    }
-    if (c < 0x20 || c == 0x7f) {
-      return fail(EINVAL, "path '{}' contains a control character (0x{:02x})", shown(target), c);
-    }
-    out += static_cast<char>(c);
-  }
-  if (out.size() > 1) {
-    if (out.back() == '/') return fail(EINVAL, "path '{}' ends in '/'", shown(target));
-    for (auto seg : str::split(std::string_view(out).substr(1), '/')) {
-      if (seg.empty()) return fail(EINVAL, "path '{}' has an empty segment", shown(target));
-      if (seg == "." || seg == "..") return fail(EINVAL, "path '{}' has a '{}' segment", shown(target), seg);
-    }
-  }
-  return out;
-}
-
 namespace {
-
-struct Request {
-  std::string method;
-  std::string target;
-  std::string path;  // canonical
-  bool http10 = false;
-  bool close = false;
-  bool chunked = false;
-  bool expect_continue = false;
-  size_t content_length = 0;
-  size_t body_cap = 0;
-  std::string body;
-};
 
 enum class Phase { Head, Body, Reply, Watch, Closing };
 
@@ -197,11 +86,15 @@ struct Server::Impl {
   mutable std::mutex mu;  // watchers' pending lines, last_seq, policy, watcher count
   std::set<Conn*> watchers;
   uint64_t last_seq = 0;
+  // Every live watcher's backlog (its pending lines plus its output not yet
+  // taken by the socket, as last counted), summed; guarded by mu.
+  size_t watch_bytes = 0;
 
   ~Impl();
   void accept_next();
   void close_conn(Conn* c);
   void on_event(const core::Event& ev);
+  void drop_watcher(Conn* c, bool over_total);  // with mu held
   void wake();
 };
 
@@ -210,6 +103,7 @@ namespace {
 using Impl = Server::Impl;
 
 struct Conn {
+  explicit Conn(HttpLimits limits) : reader(limits) {}
   Impl* impl = nullptr;
   UniqueFd fd;
   sd_event_source* io = nullptr;
@@ -225,15 +119,16 @@ struct Conn {
   std::string in;
   std::string out;
   size_t out_off = 0;
-  Request req;
-  bool head_started = false;
-  // chunked decoding
-  size_t chunk_left = 0;
-  bool chunk_data = false;   // inside a chunk's data (+ CRLF)
-  bool chunk_trailers = false;
-  // watch
-  std::string pending;  // guarded by impl->mu
-  bool overflow = false;
+  HttpRequestReader reader;
+  HttpRequest& req = reader.request();  // the request being read or answered
+  // watch: `pending` (lines not yet moved to `out`), `out_counted` (the
+  // unsent part of `out` as last counted in impl->watch_bytes), `dropped`
+  // and `drop_why` are guarded by impl->mu; `out` stays the loop thread's.
+  std::string pending;
+  size_t out_counted = 0;
+  bool dropped = false;      // over a limit: the loop closes it at its next wake-up
+  std::string drop_why;
+  bool watch_chunked = true;  // HTTP/1.1: chunked; HTTP/1.0: unframed, ended by the close
   std::list<std::unique_ptr<Conn>>::iterator self;
   bool dead = false;
 };
@@ -270,7 +165,7 @@ void update_events(Conn* c) {
   if (c->io) sd_event_source_set_io_events(c->io, ev);  // else added with `armed` (Impl::accept_next)
 }
 
-void count_metric(Impl* impl, const Request& r, int status) {
+void count_metric(Impl* impl, const HttpRequest& r, int status) {
   if (!impl->deps.metrics) return;
   static const std::set<std::string_view> known{"GET", "HEAD", "POST", "DELETE"};
   std::string m = known.count(r.method) ? r.method : "other";
@@ -281,9 +176,9 @@ void count_metric(Impl* impl, const Request& r, int status) {
 void respond(Conn* c, Reply&& r, bool close) {
   auto* impl = c->impl;
   bool head = c->req.method == "HEAD";
-  close = close || c->req.close || c->req.http10;
+  close = close || !c->req.keep_alive;
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", r.status,
-                              reason(r.status), r.content_type, r.body.size());
+                              reason_phrase(r.status), r.content_type, r.body.size());
   if (r.status == 405) {
     h += fmt::format("Allow: {}\r\n", allowed_methods(c->req.path.empty() ? std::string_view("/") : c->req.path));
   }
@@ -320,9 +215,18 @@ void start_watch(Conn* c) {
     // The first line says where the stream starts: every later line has a
     // larger seq, with no gaps.
     std::string first = json{{"seq", impl->last_seq}, {"type", "Bookmark"}}.dump() + "\n";
-    c->out += "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-cache\r\n"
-              "Transfer-Encoding: chunked\r\n\r\n";
-    c->out += fmt::format("{:x}\r\n{}\r\n", first.size(), first);
+    c->out += "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-cache\r\n";
+    // HTTP/1.0 has no chunked coding (RFC 9112 §6.1: no Transfer-Encoding
+    // unless the request is HTTP/1.1): there the lines go unframed and the
+    // stream ends when the connection closes.
+    c->watch_chunked = !c->req.http10;
+    if (c->watch_chunked) {
+      c->out += "Transfer-Encoding: chunked\r\n\r\n";
+      c->out += fmt::format("{:x}\r\n{}\r\n", first.size(), first);
+    } else {
+      c->out += "Connection: close\r\n\r\n";
+      c->out += first;
+    }
     impl->watchers.insert(c);
   }
   count_metric(impl, c->req, 200);
@@ -335,111 +239,32 @@ void dispatch(Conn* c) {
   auto* impl = c->impl;
   auto& r = c->req;
   if (r.path == "/v1/watch" && r.method == "GET") return start_watch(c);
-  respond(c, impl->api->handle(r.method, r.path, r.body, c->peer), false);
+  Reply reply;
+  // The boundary of a handler: whatever it throws (std::bad_alloc
+  // included) becomes a 500 for this request, logged once, and the daemon
+  // goes on serving.
+  try {
+    reply = impl->api->handle(r.method, r.path, r.body, c->peer);
+  } catch (const std::exception& e) {
+    log::err("status socket: {} {} failed: {}", r.method, shown(r.path), e.what());
+    reply = error_reply(500, "internal error while handling the request; see podshimd's log");
+  }
+  respond(c, std::move(reply), false);
 }
 
-// The head is complete in c->in[0, end): parse and decide.
-void on_head(Conn* c, std::string_view head) {
+// The head is read and checked (shim/status/http.cc): what remains is ours
+// to decide before any body is read: the method, access, the body limit per
+// method, 100-continue.
+void on_head(Conn* c) {
   auto* impl = c->impl;
   auto& r = c->req;
-  auto eol = head.find("\r\n");
-  std::string_view line = head.substr(0, eol);
-  // Request line: method SP target SP HTTP/1.x, nothing else.
-  auto sp1 = line.find(' ');
-  auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
-      line.find(' ', sp2 + 1) != std::string_view::npos || sp1 == 0 || sp2 == sp1 + 1) {
-    return refuse(c, 400, fmt::format("malformed request line '{}'", shown(line)));
-  }
-  std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
-                   version = line.substr(sp2 + 1);
-  for (char ch : method) {
-    if (!is_tchar(ch)) return refuse(c, 400, fmt::format("malformed method in request line '{}'", shown(line)));
-  }
-  r.method = std::string(method);
-  r.target = std::string(target);
-  if (version == "HTTP/1.0") r.http10 = true;
-  else if (version != "HTTP/1.1") {
-    if (str::starts_with(version, "HTTP/") && version.size() == 8 && isdigit(version[5]) && version[6] == '.' &&
-        isdigit(version[7])) {
-      return refuse(c, 505, fmt::format("HTTP version '{}' is not supported (use HTTP/1.1)", shown(version)));
-    }
-    return refuse(c, 400, fmt::format("malformed request line '{}'", shown(line)));
-  }
-  auto path = canonical_path(target);
-  if (!path) return refuse(c, 400, path.error().message);
-  r.path = std::move(*path);
-
-  // Headers.
-  std::optional<std::string> cl, te;
-  std::string_view rest = head.substr(eol + 2);
-  while (!rest.empty()) {
-    auto e = rest.find("\r\n");
-    std::string_view h = rest.substr(0, e);
-    rest = rest.substr(e + 2);
-    if (h.empty()) break;
-    if (h.front() == ' ' || h.front() == '\t') {
-      return refuse(c, 400, fmt::format("folded header line '{}' is not accepted", shown(h)));
-    }
-    auto colon = h.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return refuse(c, 400, fmt::format("malformed header line '{}'", shown(h)));
-    }
-    std::string_view name = h.substr(0, colon);
-    for (char ch : name) {
-      if (!is_tchar(ch)) return refuse(c, 400, fmt::format("malformed header name '{}'", shown(name)));
-    }
-    std::string_view value = str::trim(h.substr(colon + 1));
-    for (unsigned char ch : value) {
-      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-        return refuse(c, 400, fmt::format("header '{}' contains a control character (0x{:02x})", shown(name), ch));
-      }
-    }
-    std::string n = lower(name);
-    if (n == "content-length") {
-      if (cl) {
-        return refuse(c, 400, fmt::format("repeated Content-Length ('{}' and '{}')", shown(*cl), shown(value)));
-      }
-      cl = std::string(value);
-    } else if (n == "transfer-encoding") {
-      if (te) {
-        return refuse(c, 400, fmt::format("repeated Transfer-Encoding ('{}' and '{}')", shown(*te), shown(value)));
-      }
-      te = std::string(value);
-    } else if (n == "connection") {
-      for (auto tok : str::split(value, ',')) {
-        if (lower(str::trim(tok)) == "close") r.close = true;
-      }
-    } else if (n == "expect") {
-      if (lower(value) != "100-continue") {
-        return refuse(c, 417, fmt::format("Expect '{}' is not supported", shown(value)));
-      }
-      r.expect_continue = true;
-    }
-  }
-
   // Unknown methods: 405 with Allow, before access control (so the answer
   // says what is wrong, not who is asking).
   static const std::set<std::string_view> known{"GET", "HEAD", "POST", "DELETE"};
-  bool method_ok = known.count(r.method) > 0;
-  if (!method_ok) {
-    return refuse(c, 405, fmt::format("method '{}' is not supported on {} (allowed: {})", shown(r.method), r.path,
-                                      allowed_methods(r.path)));
+  if (!known.count(r.method)) {
+    return refuse(c, 405, fmt::format("method '{}' is not supported on {} (allowed: {})", shown(r.method),
+                                      shown(r.path), allowed_methods(r.path)));
   }
-  if (te) {
-    if (lower(*te) != "chunked") {
-      return refuse(c, 501, fmt::format("Transfer-Encoding '{}' is not supported (only chunked)", shown(*te)));
-    }
-    if (cl) return refuse(c, 400, "both Content-Length and Transfer-Encoding given");
-    r.chunked = true;
-  }
-  if (cl) {
-    bool digits = !cl->empty() && cl->size() <= 19 &&
-                  std::all_of(cl->begin(), cl->end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits) return refuse(c, 400, fmt::format("invalid Content-Length '{}'", shown(*cl)));
-    r.content_length = *str::parse_u64(*cl);
-  }
-
   // Access control on the canonical path.
   bool allowed = false;
   {
@@ -452,23 +277,20 @@ void on_head(Conn* c, std::string_view head) {
   }
   if (!allowed) {
     // Every denial is logged with who asked (kubelet authz logs the same).
-    log::at(log::Level::Warning,
-            {{"PEER_UID", std::to_string(c->peer.uid)}, {"PEER_PID", std::to_string(c->peer.pid)}},
-            "status socket: denied {} {} to uid {} pid {}", r.method, r.path, c->peer.uid, c->peer.pid);
+    // Rate-limited: a client that asks in a loop must not flood the journal
+    // (every denial is still counted in podshim_http_denied_total).
+    static log::RateLimit denied_limit(std::chrono::seconds(10), 10);
+    log::limited(denied_limit, log::Level::Warning,
+                 {{"PEER_UID", std::to_string(c->peer.uid)}, {"PEER_PID", std::to_string(c->peer.pid)}},
+                 "status socket: denied {} {} to uid {} pid {}", r.method, shown(r.path), c->peer.uid, c->peer.pid);
     if (impl->deps.metrics) impl->deps.metrics->http_denied.inc();
     return refuse(c, 403, fmt::format("{} {} is not allowed for uid {}", r.method, r.path, c->peer.uid));
   }
-
-  // Body limits per method: only POST carries one.
-  r.body_cap = r.method == "POST" ? impl->opts.max_body_bytes : 0;
-  if (r.content_length > r.body_cap || (r.chunked && r.body_cap == 0)) {
-    if (r.body_cap == 0) return refuse(c, 413, fmt::format("{} requests take no body", r.method));
-    return refuse(c, 413, fmt::format("request body larger than {} bytes", r.body_cap));
-  }
-  if (r.expect_continue && (r.content_length > 0 || r.chunked)) c->out += "HTTP/1.1 100 Continue\r\n\r\n";
-  if (r.content_length == 0 && !r.chunked) return dispatch(c);
+  // Only POST carries a body (the reader already bounds its size).
+  if (r.has_body && r.method != "POST") return refuse(c, 413, fmt::format("{} requests take no body", r.method));
   c->phase = Phase::Body;
-  r.body.reserve(r.content_length);
+  if (!r.has_body) return;  // process() reads it as complete at once
+  if (r.expect_continue) c->out += "HTTP/1.1 100 Continue\r\n\r\n";
   set_deadline(c, impl->opts.timeout);
   update_events(c);
 }
@@ -476,106 +298,23 @@ void on_head(Conn* c, std::string_view head) {
 // Consumes what it can of c->in; returns after a reply is queued or when it
 // needs more bytes.
 void process(Conn* c) {
-  auto* impl = c->impl;
-  for (;;) {
-    if (c->phase == Phase::Head) {
-      // Tolerate empty lines between pipelined requests (RFC 9112 §2.2).
-      while (str::starts_with(c->in, "\r\n")) c->in.erase(0, 2);
-      if (c->in.empty()) return;
-      if (!c->head_started) {
-        c->head_started = true;
-      }
-      auto end = c->in.find("\r\n\r\n");
-      if (end == std::string::npos) {
-        if (c->in.size() > impl->opts.max_header_bytes) {
-          return refuse(c, 431, fmt::format("request head larger than {} bytes", impl->opts.max_header_bytes));
-        }
-        // A bare LF line end or a NUL shows up before the head is complete.
-        if (auto nul = c->in.find('\0'); nul != std::string::npos) {
-          auto le = c->in.find("\r\n");
-          std::string_view l = std::string_view(c->in).substr(0, le);
-          return refuse(c, 400, fmt::format("request contains a NUL byte: '{}'", shown(l)));
-        }
+  while (c->phase == Phase::Head || c->phase == Phase::Body) {
+    switch (c->reader.feed(c->in)) {
+      case HttpRequestReader::Step::More:
         return;
-      }
-      if (end + 4 > impl->opts.max_header_bytes) {
-        return refuse(c, 431, fmt::format("request head larger than {} bytes", impl->opts.max_header_bytes));
-      }
-      std::string head = c->in.substr(0, end + 2);
-      c->in.erase(0, end + 4);
-      if (auto nul = head.find('\0'); nul != std::string::npos) {
-        std::string_view l = std::string_view(head).substr(0, head.find("\r\n"));
-        return refuse(c, 400, fmt::format("request contains a NUL byte: '{}'", shown(l)));
-      }
-      for (size_t i = 0; i < head.size(); ++i) {
-        if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r')) {
-          return refuse(c, 400, "request head has a bare LF line end; use CRLF");
-        }
-        if (head[i] == '\r' && (i + 1 >= head.size() || head[i + 1] != '\n')) {
-          return refuse(c, 400, "request head has a bare CR");
-        }
-      }
-      on_head(c, head);
-      if (c->phase != Phase::Body) return;
-      continue;
+      case HttpRequestReader::Step::Refused:
+        return refuse(c, c->reader.refusal().status, c->reader.refusal().message);
+      case HttpRequestReader::Step::Head:
+        on_head(c);
+        break;
+      case HttpRequestReader::Step::Done:
+        return dispatch(c);
     }
-    if (c->phase != Phase::Body) return;
-    auto& r = c->req;
-    if (!r.chunked) {
-      size_t need = r.content_length - r.body.size();
-      size_t n = std::min(need, c->in.size());
-      r.body.append(c->in, 0, n);
-      c->in.erase(0, n);
-      if (r.body.size() < r.content_length) return;
-      return dispatch(c);
-    }
-    // Chunked.
-    if (c->chunk_data) {
-      size_t n = std::min(c->chunk_left, c->in.size());
-      r.body.append(c->in, 0, n);
-      c->in.erase(0, n);
-      c->chunk_left -= n;
-      if (c->chunk_left > 0) return;
-      if (c->in.size() < 2) return;
-      if (c->in.compare(0, 2, "\r\n") != 0) return refuse(c, 400, "chunk data not followed by CRLF");
-      c->in.erase(0, 2);
-      c->chunk_data = false;
-      continue;
-    }
-    auto le = c->in.find("\r\n");
-    if (le == std::string::npos) {
-      if (c->in.size() > kMaxChunkLine) return refuse(c, 400, "chunk size line too long");
-      return;
-    }
-    std::string line = c->in.substr(0, le);
-    c->in.erase(0, le + 2);
-    if (c->chunk_trailers) {
-      if (line.empty()) return dispatch(c);
-      continue;  // trailer fields are read and ignored
-    }
-    std::string hex = line.substr(0, line.find(';'));
-    if (hex.empty() || hex.size() > 15 ||
-        !std::all_of(hex.begin(), hex.end(), [](char ch) { return hexval(ch) >= 0; })) {
-      return refuse(c, 400, fmt::format("invalid chunk size '{}'", shown(line)));
-    }
-    size_t n = std::stoull(hex, nullptr, 16);
-    if (n == 0) {
-      c->chunk_trailers = true;
-      continue;
-    }
-    if (r.body.size() + n > r.body_cap) {
-      return refuse(c, 413, fmt::format("request body larger than {} bytes", r.body_cap));
-    }
-    c->chunk_left = n;
-    c->chunk_data = true;
   }
 }
 
 void reset_request(Conn* c) {
-  c->req = Request{};
-  c->head_started = false;
-  c->chunk_left = 0;
-  c->chunk_data = c->chunk_trailers = false;
+  c->reader.reset();
   c->phase = Phase::Head;
   // The next request's head must arrive within the deadline too (keep-alive
   // idle time counts against it).
@@ -610,6 +349,27 @@ void flush(Conn* c) {
   update_events(c);
 }
 
+// A watch stream's buffers keep at most this much capacity once empty: the
+// peak of a burst is given back, not held for the life of the stream.
+constexpr size_t kWatchKeepCapacity = 64 << 10;
+
+void release_if_large(std::string& s) {
+  if (s.capacity() > kWatchKeepCapacity) std::string().swap(s);
+  else s.clear();
+}
+
+// flush() for a watch stream, then its backlog counted again.
+void flush_watch(Conn* c) {
+  flush(c);
+  if (c->dead) return;
+  if (c->out.empty()) release_if_large(c->out);
+  size_t unsent = c->out.size() - c->out_off;
+  std::lock_guard lk(c->impl->mu);
+  if (c->dropped) return;  // already taken out of the total
+  c->impl->watch_bytes = c->impl->watch_bytes - c->out_counted + unsent;
+  c->out_counted = unsent;
+}
+
 void read_some(Conn* c) {
   char buf[kReadChunk];
   for (int rounds = 0; rounds < 4; ++rounds) {
@@ -633,20 +393,23 @@ void read_some(Conn* c) {
   }
 }
 
-int on_conn_io(sd_event_source*, int, uint32_t revents, void* userdata) {
+int on_conn_io_body(sd_event_source*, int, uint32_t revents, void* userdata) {
   auto* c = static_cast<Conn*>(userdata);
   if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     if (c->phase == Phase::Head || c->phase == Phase::Body || c->phase == Phase::Watch) read_some(c);
     else if (revents & (EPOLLHUP | EPOLLERR)) c->dead = true;
   }
-  if (!c->dead) flush(c);
+  if (!c->dead) {
+    if (c->phase == Phase::Watch) flush_watch(c);
+    else flush(c);
+  }
   if (c->dead) c->impl->close_conn(c);
   return 0;
 }
 
-int on_conn_timer(sd_event_source*, uint64_t, void* userdata) {
+int on_conn_timer_body(sd_event_source*, uint64_t, void* userdata) {
   auto* c = static_cast<Conn*>(userdata);
-  if (c->phase == Phase::Head && c->in.empty() && !c->head_started) {
+  if (c->phase == Phase::Head && c->in.empty() && !c->reader.started()) {
     c->impl->close_conn(c);  // an idle keep-alive connection: nothing to answer
     return 0;
   }
@@ -665,12 +428,12 @@ int on_conn_timer(sd_event_source*, uint64_t, void* userdata) {
   return 0;
 }
 
-int on_listen(sd_event_source*, int, uint32_t, void* userdata) {
+int on_listen_body(sd_event_source*, int, uint32_t, void* userdata) {
   static_cast<Impl*>(userdata)->accept_next();
   return 0;
 }
 
-int on_wake(sd_event_source*, int fd, uint32_t, void* userdata) {
+int on_wake_body(sd_event_source*, int fd, uint32_t, void* userdata) {
   auto* impl = static_cast<Impl*>(userdata);
   uint64_t v;
   (void)!read(fd, &v, sizeof(v));
@@ -678,21 +441,79 @@ int on_wake(sd_event_source*, int fd, uint32_t, void* userdata) {
   {
     std::lock_guard lk(impl->mu);
     for (auto* c : impl->watchers) {
-      if (c->overflow) {
+      if (c->dropped) {
+        // Over a limit (Impl::on_event): closed now, which frees its output.
         c->dead = true;
       } else if (!c->pending.empty()) {
-        // A watcher that falls this far behind is disconnected (it can re-list).
-        if (c->out.size() - c->out_off + c->pending.size() > impl->opts.max_watch_backlog_bytes) c->dead = true;
-        c->out += fmt::format("{:x}\r\n{}\r\n", c->pending.size(), c->pending);
-        c->pending.clear();
+        // What was sent is cut off first (a reader that keeps up but never
+        // quite empties `out` would otherwise grow it without end); the
+        // memmove is of the unsent part, at most as long as what is cut.
+        if (c->out_off > 0 && c->out_off >= c->out.size() - c->out_off) {
+          c->out.erase(0, c->out_off);
+          c->out_off = 0;
+        }
+        size_t before = c->out.size();
+        if (c->watch_chunked) c->out += fmt::format("{:x}\r\n", c->pending.size());
+        c->out += c->pending;
+        if (c->watch_chunked) c->out += "\r\n";
+        size_t added = c->out.size() - before;
+        // The lines move from `pending` to `out`: the backlog grows only by
+        // the chunk framing.
+        impl->watch_bytes += added - c->pending.size();
+        c->out_counted += added;
+        release_if_large(c->pending);
       }
       ws.push_back(c);
     }
   }
   for (auto* c : ws) {
-    if (!c->dead) flush(c);
+    if (c->dead) {
+      // drop_why was written before `dropped`, under mu, and never again.
+      log::warn("status socket: closing the /v1/watch stream of uid {} pid {}: {}; it can re-list", c->peer.uid,
+                c->peer.pid, c->drop_why);
+    }
+    if (!c->dead) flush_watch(c);
     if (c->dead) impl->close_conn(c);
   }
+  return 0;
+}
+
+// The loop's entry points into the server, each an exception boundary
+// (base/guard.h): a connection whose handling threw is answered 500 if it
+// was still reading its request, else closed; the server goes on.
+void after_throw(Conn* c) {
+  if (c->phase == Phase::Head || c->phase == Phase::Body) {
+    c->in.clear();
+    contain("status socket: answering 500", [&] {
+      refuse(c, 500, "internal error while reading the request; see podshimd's log");
+      flush(c);
+    });
+    if (!c->dead && c->phase == Phase::Closing) return;
+  }
+  c->impl->close_conn(c);
+}
+
+int on_conn_io(sd_event_source* s, int fd, uint32_t revents, void* userdata) {
+  auto* c = static_cast<Conn*>(userdata);
+  if (!contain("status socket: connection", [&] { on_conn_io_body(s, fd, revents, userdata); })) after_throw(c);
+  return 0;
+}
+
+int on_conn_timer(sd_event_source* s, uint64_t usec, void* userdata) {
+  auto* c = static_cast<Conn*>(userdata);
+  if (!contain("status socket: connection deadline", [&] { on_conn_timer_body(s, usec, userdata); })) {
+    c->impl->close_conn(c);
+  }
+  return 0;
+}
+
+int on_listen(sd_event_source* s, int fd, uint32_t revents, void* userdata) {
+  contain("status socket: accept", [&] { on_listen_body(s, fd, revents, userdata); });
+  return 0;
+}
+
+int on_wake(sd_event_source* s, int fd, uint32_t revents, void* userdata) {
+  contain("status socket: watch streams", [&] { on_wake_body(s, fd, revents, userdata); });
   return 0;
 }
 
@@ -750,7 +571,7 @@ Result<UniqueFd> make_listener(const ServerOptions& o) {
 
 // Best effort: one short reply on a connection we will not serve.
 void refuse_at_accept(int fd, std::string_view msg) {
-  std::string body = json{{"error", msg}}.dump() + "\n";
+  std::string body = core::dump(json{{"error", msg}}) + "\n";
   std::string r = fmt::format(
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
       "Connection: close\r\n\r\n{}",
@@ -792,20 +613,60 @@ void Impl::on_event(const core::Event& ev) {
   std::string line;
   core::append_json(line, ev);
   line += '\n';
+  const size_t n = line.size();
   std::lock_guard lk(mu);
+  // A watcher's backlog is what it has not taken yet: its pending lines and
+  // the unsent part of its output (as counted after the loop's last write
+  // to it). Over its own limit it is dropped.
+  size_t live = 0;
   for (auto* c : watchers) {
-    if (c->overflow) continue;
-    // `out` belongs to the loop thread; on_wake checks it.
-    if (c->pending.size() + line.size() > opts.max_watch_backlog_bytes) c->overflow = true;
-    else c->pending += line;
+    if (c->dropped) continue;
+    if (c->pending.size() + c->out_counted + n > opts.max_watch_backlog_bytes) {
+      c->drop_why = fmt::format("{} bytes behind, over http.max_watch_backlog_bytes ({})",
+                                c->pending.size() + c->out_counted + n, opts.max_watch_backlog_bytes);
+      drop_watcher(c, false);
+    } else {
+      ++live;
+    }
+  }
+  // Over the ceiling across watchers: the ones furthest behind go first,
+  // so those that keep up go on streaming.
+  while (live > 0 && watch_bytes + live * n > opts.max_watch_total_bytes) {
+    Conn* worst = nullptr;
+    for (auto* c : watchers) {
+      if (!c->dropped && (!worst || c->pending.size() + c->out_counted > worst->pending.size() + worst->out_counted)) {
+        worst = c;
+      }
+    }
+    worst->drop_why = fmt::format(
+        "{} bytes behind, the furthest of {} watchers whose backlogs would pass http.max_watch_total_bytes ({})",
+        worst->pending.size() + worst->out_counted, live, opts.max_watch_total_bytes);
+    drop_watcher(worst, true);
+    --live;
+  }
+  for (auto* c : watchers) {
+    if (c->dropped) continue;
+    c->pending += line;
+    watch_bytes += n;
   }
   wake();
+}
+
+void Impl::drop_watcher(Conn* c, bool over_total) {
+  watch_bytes -= c->pending.size() + c->out_counted;
+  std::string().swap(c->pending);  // its memory goes now; `out` goes when the loop closes it
+  c->out_counted = 0;
+  c->dropped = true;
+  if (deps.metrics) deps.metrics->watch_dropped.inc({{"reason", over_total ? "total" : "backlog"}});
 }
 
 void Impl::close_conn(Conn* c) {
   {
     std::lock_guard lk(mu);
-    watchers.erase(c);
+    if (watchers.erase(c) && !c->dropped) {
+      watch_bytes -= c->pending.size() + c->out_counted;
+      c->out_counted = 0;
+    }
   }
   if (c->io) sd_event_source_disable_unref(c->io);
   if (c->timer) sd_event_source_disable_unref(c->timer);
@@ -858,7 +719,7 @@ void Impl::accept_next() {
         continue;
       }
     }
-    auto c = std::make_unique<Conn>();
+    auto c = std::make_unique<Conn>(HttpLimits{opts.max_header_bytes, opts.max_body_bytes});
     c->impl = this;
     c->peer = *peer;
     c->reserved_slot = reserved_slot;
@@ -878,8 +739,12 @@ void Impl::accept_next() {
     // next request on a kept-alive connection, or as a watch stream. A
     // one-request connection costs no epoll_ctl at all (an ADD and a DEL
     // before).
-    read_some(cp);
-    if (!cp->dead) flush(cp);
+    if (!contain("status socket: connection", [&] {
+          read_some(cp);
+          if (!cp->dead) flush(cp);
+        })) {
+      cp->dead = true;
+    }
     if (cp->dead) {
       close_conn(cp);
       return;
@@ -916,6 +781,8 @@ Result<ServerOptions> server_options(const core::Config& cfg) {
   o.timeout = cfg.http_timeout;
   o.max_body_bytes = cfg.max_body_bytes;
   o.max_connections = cfg.max_connections;
+  o.max_watch_backlog_bytes = cfg.max_watch_backlog_bytes;
+  o.max_watch_total_bytes = cfg.max_watch_total_bytes;
   return o;
 }
 
@@ -930,6 +797,11 @@ void Server::set_policy(AccessPolicy p) {
 size_t Server::watcher_count() const {
   std::lock_guard lk(impl_->mu);
   return impl_->watchers.size();
+}
+
+size_t Server::watch_backlog_bytes() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->watch_bytes;
 }
 
 Result<std::unique_ptr<Server>> Server::start(sd_event* loop, ServerOptions opts, ServerDeps deps) {

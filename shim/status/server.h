@@ -11,7 +11,10 @@
 // `max_connections` are only ever given to uid 0 (podshimctl as root and
 // podshim-hook, which the runtime runs as root) and never to a /v1/watch
 // stream, so they turn over within one deadline. A connection over a limit
-// is answered 503 at once and closed.
+// is answered 503 at once and closed. A /v1/watch stream whose client does
+// not keep up is closed once its queued lines pass `max_watch_backlog_bytes`,
+// or, when all streams' queues together would pass `max_watch_total_bytes`,
+// the streams furthest behind are closed first.
 //
 // Endpoints:
 //   GET  /healthz, /readyz, /metrics
@@ -19,7 +22,8 @@
 //   POST /v1/containers              register (podshim-hook at createRuntime)
 //   DELETE /v1/containers/{id}       deregister (podshim-hook at poststop)
 //   POST /v1/containers/{id}/resize, /v1/pods/{uid}/resize
-//   GET  /v1/watch                   NDJSON events, streamed
+//   GET  /v1/watch                   NDJSON events, streamed (chunked; over
+//                                    HTTP/1.0 unframed, ended by the close)
 #pragma once
 
 #include <sys/types.h>
@@ -53,8 +57,13 @@ struct ServerOptions {
   unsigned max_connections = core::kDefaultMaxConnections;
   unsigned max_connections_per_uid = 0;       // non-root uids; 0: (max - reserved) / 4, at least 1
   unsigned reserved_root_connections = 0;     // 0: max / 8, at least 2 (at most max / 2)
-  // A watcher that falls this far behind is disconnected (it can re-list).
-  size_t max_watch_backlog_bytes = 16 << 20;
+  // /v1/watch memory: a watcher's backlog is the event lines queued for it
+  // and not yet taken by its socket. A watcher whose backlog would pass
+  // max_watch_backlog_bytes is disconnected (it can re-list); when all
+  // backlogs together would pass max_watch_total_bytes, the watchers furthest
+  // behind are disconnected first, so the others keep streaming.
+  size_t max_watch_backlog_bytes = core::kDefaultMaxWatchBacklogBytes;
+  size_t max_watch_total_bytes = core::kDefaultMaxWatchTotalBytes;
 };
 
 // Builds ServerOptions from the configuration (resolving group names).
@@ -84,6 +93,8 @@ class Server {
   // Replaces the access rules (SIGHUP reload).
   void set_policy(AccessPolicy p);
   size_t watcher_count() const;
+  // Bytes queued for all watchers now (pending lines and unsent output).
+  size_t watch_backlog_bytes() const;
 
   struct Impl;
 

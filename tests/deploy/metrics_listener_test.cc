@@ -1,5 +1,11 @@
 // metrics.listen parsing and the per-container families' bounds, without a
 // daemon (the daemon end to end: deploy-alert-rules).
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -87,13 +93,13 @@ TEST_F(Listener, ServesMetricsAndNothingElse) {
   EXPECT_NE(r.find("\r\n\r\npodshim_up 1\n"), std::string::npos) << r;
   r = ask("GET /metrics?x=1 HTTP/1.0\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
-  r = ask("HEAD /metrics HTTP/1.1\r\n\r\n");
+  r = ask("HEAD /metrics HTTP/1.1\r\nHost: p\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   EXPECT_EQ(r.find("podshim_up"), std::string::npos) << "HEAD carries no body: " << r;
-  r = ask("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+  r = ask("POST /metrics HTTP/1.1\r\nHost: p\r\nContent-Length: 3\r\n\r\nabc");
   EXPECT_EQ(r.rfind("HTTP/1.1 405 ", 0), 0u) << r;
   EXPECT_NE(r.find("Allow: GET, HEAD\r\n"), std::string::npos) << r;
-  r = ask("GET /v1/containers HTTP/1.1\r\n\r\n");
+  r = ask("GET /v1/containers HTTP/1.1\r\nHost: p\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 404 ", 0), 0u) << r;
   r = ask("garbage\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 400 ", 0), 0u) << r;
@@ -101,7 +107,7 @@ TEST_F(Listener, ServesMetricsAndNothingElse) {
 }
 
 TEST_F(Listener, RefusesAnOversizeHead) {
-  std::string req = "GET /metrics HTTP/1.1\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n";
+  std::string req = "GET /metrics HTTP/1.1\r\nHost: p\r\nX-Pad: " + std::string(20000, 'a') + "\r\n\r\n";
   std::string r;
   with_loop([&] {
     int fd = connect_fd();
@@ -113,25 +119,80 @@ TEST_F(Listener, RefusesAnOversizeHead) {
   EXPECT_EQ(renders_, 0);
 }
 
-TEST_F(Listener, BoundsConnectionsAndStillServesAfterwards) {
-  std::string over, after;
+// All 16 slots held by clients that never finish their head: a scrape still
+// gets in, by taking the slot of the one that has waited longest.
+TEST_F(Listener, AFullListenerStillServesAScrape) {
+  std::string scrape;
+  int closed_idle = 0;
   with_loop([&] {
     std::vector<int> idle;
-    for (int i = 0; i < 16; ++i) idle.push_back(connect_fd());
-    usleep(200'000);  // let the loop accept them
+    for (int i = 0; i < 16; ++i) {
+      idle.push_back(connect_fd());
+      (void)!write(idle.back(), "GET /met", 8);
+    }
     int fd = connect_fd();
-    over = read_all(fd);
-    close(fd);
-    for (int f : idle) close(f);
-    usleep(200'000);
-    fd = connect_fd();
-    const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: p\r\n\r\n";
     (void)!write(fd, req.data(), req.size());
-    after = read_all(fd);
+    scrape = read_all(fd);
     close(fd);
+    for (int f : idle) {
+      pollfd p{f, POLLIN, 0};
+      if (poll(&p, 1, 0) == 1) {
+        char c;
+        if (read(f, &c, 1) == 0) ++closed_idle;  // closed without an answer
+      }
+      close(f);
+    }
   });
-  EXPECT_EQ(over.rfind("HTTP/1.1 503 ", 0), 0u) << over;
-  EXPECT_EQ(after.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << after;
+  EXPECT_EQ(scrape.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << scrape;
+  EXPECT_EQ(closed_idle, 1) << "exactly the oldest idle connection gives up its slot";
+}
+
+// 16 clients that dribble a byte at a time and reconnect as soon as they are
+// cut off, against sequential scrapes: every scrape is answered. The
+// figures are printed (latency is a benchmark's business, not an assertion).
+TEST_F(Listener, ScrapesGetThroughSixteenDribblingClients) {
+  std::vector<double> ms;
+  int ok = 0;
+  constexpr int kScrapes = 20;
+  std::atomic<bool> stop{false};
+  std::atomic<int> reconnects{0};
+  with_loop([&] {
+    std::vector<std::thread> dribblers;
+    for (int i = 0; i < 16; ++i) {
+      dribblers.emplace_back([&] {
+        while (!stop) {
+          int fd = connect_fd();
+          ++reconnects;
+          const std::string head = "GET /metrics HTTP/1.1\r\nX-Drip: ";
+          bool alive = write(fd, head.data(), head.size()) > 0;
+          while (alive && !stop) {
+            pollfd p{fd, POLLIN, 50};  // the drip's pace; the server's cut ends the wait early
+            if (poll(&p, 1, 50) != 0) break;  // answered or closed: reconnect
+            alive = write(fd, "a", 1) == 1;
+          }
+          close(fd);
+        }
+      });
+    }
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: p\r\n\r\n";
+    for (int i = 0; i < kScrapes; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      int fd = connect_fd();
+      (void)!write(fd, req.data(), req.size());
+      std::string r = read_all(fd);
+      close(fd);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (r.rfind("HTTP/1.1 200 OK\r\n", 0) == 0) ++ok;
+    }
+    stop = true;
+    for (auto& t : dribblers) t.join();
+  });
+  std::sort(ms.begin(), ms.end());
+  std::printf("metrics listener under 16 dribbling clients: %d/%d scrapes answered 200, median %.1f ms, max %.1f ms, "
+              "%d dribbler connections\n",
+              ok, kScrapes, ms[ms.size() / 2], ms.back(), reconnects.load());
+  EXPECT_EQ(ok, kScrapes);
 }
 
 TEST_F(Listener, AnswersALargeBodyThroughPartialWrites) {
@@ -141,7 +202,7 @@ TEST_F(Listener, AnswersALargeBodyThroughPartialWrites) {
   ASSERT_TRUE(l);
   listener_ = std::move(*l);
   port_ = static_cast<uint16_t>(std::stoi(listener_->address().substr(listener_->address().rfind(':') + 1)));
-  std::string r = ask("GET /metrics HTTP/1.1\r\n\r\n");
+  std::string r = ask("GET /metrics HTTP/1.1\r\nHost: p\r\n\r\n");
   ASSERT_GT(r.size(), big.size());
   EXPECT_EQ(r.substr(r.size() - big.size()), big);
 }

@@ -680,7 +680,7 @@ std::vector<Row> table() {
                                             std::string(4000, '\xff')), true);
     }, {});
   D("1 MB header line", [] {
-      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nX-A: " + std::string(1 << 20, 'a') +
+      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nHost: p\r\nX-A: " + std::string(1 << 20, 'a') +
                                             "\r\n\r\n"), true);
     }, {});
   D("client connects and never sends", [] {
@@ -710,7 +710,7 @@ std::vector<Row> table() {
   D("half-written request, then silence", [] {
       const int fd = daemon_->connect_fd();
       if (fd < 0) return Outcome{false, "cannot connect"};
-      const std::string half = "POST /v1/containers HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"id\":";
+      const std::string half = "POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 100\r\n\r\n{\"id\":";
       (void)::send(fd, half.data(), half.size(), MSG_NOSIGNAL);
       const bool ok = daemon_->healthy();
       // The daemon times the client out (http.timeout_seconds) and hangs up.
@@ -722,7 +722,7 @@ std::vector<Row> table() {
   D("client vanishes mid-body", [] {
       const int fd = daemon_->connect_fd();
       if (fd < 0) return Outcome{false, "cannot connect"};
-      const std::string half = "POST /v1/containers HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{\"id\":\"";
+      const std::string half = "POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 100000\r\n\r\n{\"id\":\"";
       (void)::send(fd, half.data(), half.size(), MSG_NOSIGNAL);
       ::close(fd);
       return Outcome{true, "closed mid-body"};
@@ -754,7 +754,7 @@ std::vector<Row> table() {
       const int fd = daemon_->connect_fd();
       if (fd < 0) return Outcome{false, "cannot connect"};
       const auto t0 = std::chrono::steady_clock::now();
-      std::string head = "POST /v1/containers HTTP/1.1\r\nContent-Length: 100\r\n\r\n";
+      std::string head = "POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 100\r\n\r\n";
       (void)::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
       std::string got;
       for (int i = 0; i < 16 && got.empty(); i++) {
@@ -812,36 +812,36 @@ std::vector<Row> table() {
                                            R"({"id":"c-ok","id":"c-other","cgroupPath":"/kubepods/burstable/podp1/c1"})"));
     }, {"400", "'id'"});
   D("two conflicting Content-Length", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length: 2\r\n"
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n"
                                             "Content-Length: 40\r\n\r\n{}"));
     }, {"400", "Content-Length"});
   D("repeated equal Content-Length", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length: 2\r\n"
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n"
                                             "Content-Length: 2\r\n\r\n{}"));
     }, {"400", "repeated Content-Length"});
   D("Content-Length list", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n{}"));
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 2, 2\r\n\r\n{}"));
     }, {"400", "2, 2"});
   D("Content-Length and chunked together", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length: 2\r\n"
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n"
                                             "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"));
     }, {"400", "Content-Length", "Transfer-Encoding"});
   D("Transfer-Encoding gzip", [] {
-      return status_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nxx"),
+      return status_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: gzip\r\n\r\nxx"),
                             501);
     }, {"501", "gzip"});
   D("Transfer-Encoding gzip, chunked", [] {
       return status_outcome(
-          daemon_->exchange("POST /v1/containers HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"), 501);
+          daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"), 501);
     }, {"501", "gzip, chunked"});
   D("unknown method BREW answers 405 with Allow", [] {
-      std::string t = daemon_->exchange_text("BREW /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
+      std::string t = daemon_->exchange_text("BREW /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n");
       auto r = Daemon::parse(t);
       bool allow = t.find("\r\nAllow: GET, HEAD\r\n") != std::string::npos;
       return Outcome{r.status == 405 && allow, t.substr(0, 300)};
     }, {"405", "BREW", "Allow: GET, HEAD"});
   D("lower-case method", [] {
-      std::string t = daemon_->exchange_text("get /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
+      std::string t = daemon_->exchange_text("get /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n");
       auto r = Daemon::parse(t);
       return Outcome{r.status == 405 && t.find("\r\nAllow: ") != std::string::npos, t.substr(0, 300)};
     }, {"405", "'get'"});
@@ -850,53 +850,53 @@ std::vector<Row> table() {
   D("bare LF line ends", [] { return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\nHost: p\n\n\r\n\r\n")); },
     {"400", "LF"});
   D("folded header line", [] {
-      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nX-A: 1\r\n  continued\r\n\r\n"));
+      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nHost: p\r\nX-A: 1\r\n  continued\r\n\r\n"));
     }, {"400", "folded"});
   D("space before the header colon", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length : 2\r\n\r\n{}"));
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length : 2\r\n\r\n{}"));
     }, {"400", "Content-Length "});
   D("unsupported Expect", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}"));
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}"));
     }, {"417", "200-ok"});
 
   // -- issue 18: header and body limits per method --
   D("GET with a 20 KB header", [] {
-      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nX-A: " + std::string(20 << 10, 'a') + "\r\n\r\n"));
+      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nHost: p\r\nX-A: " + std::string(20 << 10, 'a') + "\r\n\r\n"));
     }, {"431", "16384"});
   D("POST with a 20 KB header", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nX-A: " + std::string(20 << 10, 'a') +
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nX-A: " + std::string(20 << 10, 'a') +
                                             "\r\nContent-Length: 2\r\n\r\n{}"));
     }, {"431"});
   D("GET with a body", [] {
-      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"));
+      return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nHost: p\r\nContent-Length: 5\r\n\r\nhello"));
     }, {"413", "GET requests take no body"});
   D("DELETE with a chunked body", [] {
-      return http_outcome(daemon_->exchange("DELETE /v1/containers/c-x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+      return http_outcome(daemon_->exchange("DELETE /v1/containers/c-x HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\n\r\n"
                                             "1\r\nx\r\n0\r\n\r\n"));
     }, {"413", "DELETE"});
   D("POST body one byte over max_body_bytes", [] {
-      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n{"));
+      return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 1048577\r\n\r\n{"));
     }, {"413", "1048576"});
 
   // -- issue 18: pipelining and disconnects --
   D("pipelined good, NUL path, good", [] {
-      return pipelined("GET /healthz HTTP/1.1\r\n\r\nGET /v1/containers/c-ok%00x HTTP/1.1\r\n\r\n"
-                       "GET /healthz HTTP/1.1\r\n\r\n", {200, 400});
+      return pipelined("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nGET /v1/containers/c-ok%00x HTTP/1.1\r\nHost: p\r\n\r\n"
+                       "GET /healthz HTTP/1.1\r\nHost: p\r\n\r\n", {200, 400});
     }, {"[200,400]", "NUL"});
   D("pipelined good, unknown id, duplicate key, good", [] {
-      return pipelined("GET /healthz HTTP/1.1\r\n\r\nGET /v1/containers/nope HTTP/1.1\r\n\r\n"
-                       "POST /v1/containers/c-ok/resize HTTP/1.1\r\nContent-Length: 31\r\n\r\n"
+      return pipelined("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nGET /v1/containers/nope HTTP/1.1\r\nHost: p\r\n\r\n"
+                       "POST /v1/containers/c-ok/resize HTTP/1.1\r\nHost: p\r\nContent-Length: 31\r\n\r\n"
                        "{\"resources\":{},\"resources\":{}}"
-                       "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", {200, 404, 400, 200});
+                       "GET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", {200, 404, 400, 200});
     }, {"[200,404,400,200]"});
   D("pipelined good then a smuggled second Content-Length", [] {
-      return pipelined("GET /healthz HTTP/1.1\r\n\r\nPOST /v1/containers HTTP/1.1\r\nContent-Length: 0\r\n"
-                       "Content-Length: 30\r\n\r\nGET /v1/containers HTTP/1.1\r\n\r\n", {200, 400});
+      return pipelined("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nPOST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 0\r\n"
+                       "Content-Length: 30\r\n\r\nGET /v1/containers HTTP/1.1\r\nHost: p\r\n\r\n", {200, 400});
     }, {"[200,400]", "Content-Length"});
   D("client vanishes mid-chunk", [] {
       const int fd = daemon_->connect_fd();
       if (fd < 0) return Outcome{false, "cannot connect"};
-      const std::string half = "POST /v1/containers HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n100\r\n{\"id\":";
+      const std::string half = "POST /v1/containers HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\n\r\n100\r\n{\"id\":";
       (void)::send(fd, half.data(), half.size(), MSG_NOSIGNAL);
       ::close(fd);
       return Outcome{true, "closed mid-chunk"};

@@ -223,7 +223,7 @@ TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
   // Garbage on the socket: podshimd drops that connection, logs why, keeps
   // serving and comes back.
   const uint64_t accepted2 = sim_->accepted();
-  sim_->write_raw(std::string("GET / HTTP/1.1\r\n\r\n") + std::string(6000, '\xff'));
+  sim_->write_raw(std::string("GET / HTTP/1.1\r\nHost: p\r\n\r\n") + std::string(6000, '\xff'));
   ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->accepted() > accepted2 && sim_->synchronized(); }, 30));
   auto health = get("/v1/containers");
   EXPECT_TRUE(health.has_value());

@@ -41,7 +41,8 @@ socket: {path: /tmp/x.sock, group: podshim, mode: "0640", admin_group: wheel}
 access:
   - {path: "/metrics", methods: [GET], uids: [0, 1000]}
   - {methods: ["*"], groups: ["@admin"]}
-http: {timeout_seconds: 5, max_body_bytes: 4096, max_connections: 8}
+http: {timeout_seconds: 5, max_body_bytes: 4096, max_connections: 8, max_watch_backlog_bytes: 131072,
+       max_watch_total_bytes: 262144}
 state_dir: /tmp/state
 cgroup: {root: /tmp/cg, driver: systemd, weight_formula: linear, shrink_timeout_ms: 500, shrink_headroom: 4Mi}
 node: {allocatable: {cpu: "1500m", memory: 2Gi}}
@@ -63,6 +64,27 @@ hook: {strict: true, timeout_ms: 100}
   EXPECT_FALSE(c->nri_enabled);
   EXPECT_EQ(c->nri_plugin_index, "05");
   EXPECT_TRUE(c->hook_strict);
+  EXPECT_EQ(c->max_watch_backlog_bytes, 131072u);
+  EXPECT_EQ(c->max_watch_total_bytes, 262144u);
+}
+
+TEST(Config, WatchLimitsAreCheckedAndNamed) {
+  struct { const char* yaml; const char* says; } cases[] = {
+      {"http: {max_watch_backlog_bytes: 1000}", "'http.max_watch_backlog_bytes' must be at least 65536"},
+      {"http: {max_watch_total_bytes: 1000}", "'http.max_watch_total_bytes' must be at least 65536"},
+      {"http: {max_watch_backlog_bytes: 2147483648}", "'http.max_watch_backlog_bytes' = 2147483648 exceeds"},
+      {"http: {max_watch_backlog_bytes: lots}", "'http.max_watch_backlog_bytes'"},
+      {"http: {max_watch_backlog_bytes: 16777216}",
+       "'http.max_watch_total_bytes' (8388608) must be at least 'http.max_watch_backlog_bytes' (16777216)"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_config(c.yaml, "c.yaml");
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
+  }
+  auto ok = parse_config("http: {max_watch_backlog_bytes: 16777216, max_watch_total_bytes: 1073741824}", "c");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->max_watch_total_bytes, size_t{1} << 30);
 }
 
 TEST(Config, UnknownKeysAreNamed) {
@@ -126,6 +148,8 @@ TEST(Config, DocumentedExampleIsTheDefaults) {
   EXPECT_EQ(c->http_timeout, d.http_timeout);
   EXPECT_EQ(c->max_body_bytes, d.max_body_bytes);
   EXPECT_EQ(c->max_connections, d.max_connections);
+  EXPECT_EQ(c->max_watch_backlog_bytes, d.max_watch_backlog_bytes);
+  EXPECT_EQ(c->max_watch_total_bytes, d.max_watch_total_bytes);
   EXPECT_EQ(c->state_dir, d.state_dir);
   EXPECT_EQ(c->cgroup_root, d.cgroup_root);
   EXPECT_EQ(c->cgroup_driver, d.cgroup_driver);

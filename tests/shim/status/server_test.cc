@@ -11,6 +11,8 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 #include "shim/core/resize.h"
 #include "shim/status/api.h"
 #include "shim/status/client.h"
+#include "shim/status/http.h"
 #include "shim/status/server.h"
 
 namespace podshim::status {
@@ -76,6 +79,7 @@ class ServerTest : public ::testing::Test {
       deps.metrics = &metrics;
       deps.cgroup_root = cgroup_root;
       auto srv = Server::start(loop, std::move(o), deps);
+      server = srv ? srv->get() : nullptr;
       started.set_value(srv ? "" : srv.error().message);
       if (srv) {
         sd_event_loop(loop);
@@ -150,6 +154,7 @@ class ServerTest : public ::testing::Test {
   core::Metrics metrics;
   FakeActuator act;
   std::unique_ptr<core::ResizeManager> resize;
+  Server* server = nullptr;  // while running; its watch counters are thread-safe
   std::thread loop_thread;
   int stop_pipe[2] = {-1, -1};
   bool running = false;
@@ -417,6 +422,235 @@ TEST_F(ServerTest, WatchDeliversEveryEventInOrder) {
   healthy();
 }
 
+// ---- /v1/watch memory bounds and HTTP/1.0 ------------------------------------------
+
+// A raw /v1/watch connection. The head and the first line (the Bookmark) are
+// read, so the server has it as a watcher; after that, nothing is read.
+struct RawWatch {
+  int fd = -1;
+  std::string head, body;  // what was read: the head, and the body bytes after it
+  bool eof = false;        // the server closed it while we read
+  ~RawWatch() { close_fd(); }
+  void close_fd() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  bool open(const std::string& sock, bool http10) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strcpy(sa.sun_path, sock.c_str());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return false;
+    std::string r = http10 ? "GET /v1/watch HTTP/1.0\r\n\r\n" : "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (send(fd, r.data(), r.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(r.size())) return false;
+    return read_until([&] { return body.find('\n') != std::string::npos; });
+  }
+  // Reads until `done()` or 10 s pass.
+  template <typename F>
+  bool read_until(F done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string in = head + body;
+    while (!done()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char buf[4096];
+      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        eof = n == 0;
+        return false;
+      }
+      in.append(buf, static_cast<size_t>(n));
+      auto e = in.find("\r\n\r\n");
+      if (e == std::string::npos) continue;
+      head = in.substr(0, e + 4);
+      body = in.substr(e + 4);
+    }
+    return true;
+  }
+  // The server has closed the connection (seen without reading what is queued).
+  bool closed_by_server() const {
+    pollfd p{fd, POLLRDHUP, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+  }
+};
+
+// A watcher that reads everything: counts ContainerUpserted lines and checks
+// that the seq numbers have no gap; ends at the container "final".
+struct ReadingWatch {
+  std::atomic<int> upserts{0};
+  std::atomic<bool> bookmark{false}, gap{false}, finished{false};
+  std::thread t;
+  void start(const std::string& sock) {
+    t = std::thread([this, sock] {
+      ClientOptions co;
+      co.socket_path = sock;
+      uint64_t seq = 0;
+      auto r = http_stream_lines(co, "/v1/watch", [&](std::string_view l) {
+        json j = json::parse(l);
+        uint64_t s = j["seq"];
+        if (!bookmark) {
+          bookmark = true;
+        } else if (s != seq + 1) {
+          gap = true;
+        }
+        seq = s;
+        if (j["type"] == "ContainerUpserted") {
+          ++upserts;
+          if (j["container"]["id"] == "final") return false;
+        }
+        return true;
+      });
+      EXPECT_TRUE(r) << r.error().message;
+      finished = true;
+    });
+    wait_for([&] { return bookmark.load(); });
+  }
+  void join() {
+    if (t.joinable()) t.join();
+  }
+  ~ReadingWatch() { join(); }
+  template <typename F>
+  static bool wait_for(F cond, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!cond()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition, bounded
+    }
+    return true;
+  }
+};
+
+// A registration whose ContainerUpserted line is about `bytes` long (a new
+// annotation value each time, so the store always has a change to tell).
+std::string big_registration(const std::string& id, int gen, size_t bytes) {
+  return json{{"id", id},
+              {"podUid", "pod1"},
+              {"cgroupPath", "/kubepods/pod1/" + id},
+              {"annotations", {{"gen", std::to_string(gen)}, {"blob", std::string(bytes, static_cast<char>('a' + gen % 26))}}}}
+      .dump();
+}
+
+// Two watchers that never read and one that does, the ceiling across watchers
+// (384 KiB) far below one watcher's own limit: the watcher furthest behind
+// goes first, the reader never loses a line, the running total never passes
+// the ceiling and comes back to zero.
+TEST_F(ServerTest, WatchCeilingDropsTheWatcherFurthestBehindFirst) {
+  auto o = opts();
+  o.max_watch_backlog_bytes = 1 << 20;
+  o.max_watch_total_bytes = 384 << 10;
+  start(o);
+  ReadingWatch reader;
+  reader.start(sock);
+  RawWatch a, b;
+  ASSERT_TRUE(a.open(sock, false));
+  int produced = 0;
+  size_t peak = 0;
+  auto produce = [&](const std::string& id) {
+    auto r = req("POST", "/v1/containers", big_registration(id, produced, 16 << 10));
+    ASSERT_TRUE(r.status == 200 || r.status == 201) << r.body;
+    ++produced;
+    // In step with the reader, so its own backlog never counts.
+    ASSERT_TRUE(ReadingWatch::wait_for([&] { return reader.upserts >= produced; })) << "reader stalled at " << produced;
+    peak = std::max(peak, server->watch_backlog_bytes());
+  };
+  // A falls 128 KiB behind (past what its socket's buffer takes) before B comes.
+  while (server->watch_backlog_bytes() < (128u << 10) && produced < 2000) produce("c" + std::to_string(produced % 3));
+  ASSERT_GE(server->watch_backlog_bytes(), 128u << 10);
+  ASSERT_TRUE(b.open(sock, false));
+  while (!a.closed_by_server() && produced < 4000) produce("c" + std::to_string(produced % 3));
+  ASSERT_TRUE(a.closed_by_server()) << "after " << produced << " events";
+  EXPECT_FALSE(b.closed_by_server()) << "B was less far behind than A and must keep streaming";
+  EXPECT_EQ(metrics.watch_dropped.value({{"reason", "total"}}), 1);
+  while (!b.closed_by_server() && produced < 8000) produce("c" + std::to_string(produced % 3));
+  ASSERT_TRUE(b.closed_by_server());
+  EXPECT_EQ(metrics.watch_dropped.value({{"reason", "total"}}), 2);
+  EXPECT_EQ(metrics.watch_dropped.value({{"reason", "backlog"}}), 0);
+  for (int i = 0; i < 5; ++i) produce("c" + std::to_string(i));
+  produce("final");
+  reader.join();
+  EXPECT_FALSE(reader.gap) << "the reader lost or reordered a line";
+  EXPECT_EQ(reader.upserts, produced);
+  EXPECT_LE(peak, o.max_watch_total_bytes);
+  // Every watcher gone: the running total is back to zero.
+  a.close_fd();
+  b.close_fd();
+  ASSERT_TRUE(ReadingWatch::wait_for([&] { return server->watcher_count() == 0; }));
+  EXPECT_EQ(server->watch_backlog_bytes(), 0u);
+  healthy();
+}
+
+// A watcher over its own limit is dropped; the reader goes on.
+TEST_F(ServerTest, WatcherOverItsOwnLimitIsDropped) {
+  auto o = opts();
+  o.max_watch_backlog_bytes = 64 << 10;
+  o.max_watch_total_bytes = 8 << 20;
+  start(o);
+  ReadingWatch reader;
+  reader.start(sock);
+  RawWatch a;
+  ASSERT_TRUE(a.open(sock, false));
+  int produced = 0;
+  while (!a.closed_by_server() && produced < 4000) {
+    auto r = req("POST", "/v1/containers", big_registration("c1", produced, 8 << 10));
+    ASSERT_TRUE(r.status == 200 || r.status == 201) << r.body;
+    ++produced;
+    ASSERT_TRUE(ReadingWatch::wait_for([&] { return reader.upserts >= produced; }));
+    EXPECT_LE(server->watch_backlog_bytes(), 2 * o.max_watch_backlog_bytes);
+  }
+  ASSERT_TRUE(a.closed_by_server());
+  EXPECT_EQ(metrics.watch_dropped.value({{"reason", "backlog"}}), 1);
+  auto r = req("POST", "/v1/containers", big_registration("final", produced++, 100));
+  ASSERT_TRUE(r.status == 200 || r.status == 201) << r.body;
+  reader.join();
+  EXPECT_FALSE(reader.gap);
+  EXPECT_EQ(reader.upserts, produced);
+}
+
+// HTTP/1.0 has no chunked coding: the stream is NDJSON lines, unframed,
+// ended by the close. HTTP/1.1 stays chunked.
+TEST_F(ServerTest, WatchOverHttp10IsUnframedAndCloseDelimited) {
+  start(opts());
+  RawWatch w10, w11;
+  ASSERT_TRUE(w10.open(sock, true));
+  ASSERT_TRUE(w11.open(sock, false));
+  EXPECT_EQ(w10.head.rfind("HTTP/1.1 200 ", 0), 0u) << w10.head;
+  EXPECT_EQ(w10.head.find("Transfer-Encoding"), std::string::npos) << w10.head;
+  EXPECT_EQ(w10.head.find("Content-Length"), std::string::npos) << w10.head;
+  EXPECT_NE(w10.head.find("Connection: close\r\n"), std::string::npos) << w10.head;
+  EXPECT_NE(w10.head.find("Content-Type: application/x-ndjson\r\n"), std::string::npos) << w10.head;
+  EXPECT_NE(w11.head.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << w11.head;
+  // The first body line is the Bookmark itself, not a chunk size.
+  std::string first = w10.body.substr(0, w10.body.find('\n'));
+  json bm = json::parse(first, nullptr, false);
+  ASSERT_TRUE(bm.is_object()) << first;
+  EXPECT_EQ(bm["type"], "Bookmark");
+  register_c("h1");
+  register_c("h2");
+  ASSERT_TRUE(w10.read_until([&] {
+    return std::count(w10.body.begin(), w10.body.end(), '\n') >= 3;
+  })) << w10.body;
+  uint64_t seq = bm["seq"];
+  std::vector<std::string> ids;
+  std::string_view rest = w10.body;
+  for (int i = 0; i < 3; ++i) {
+    auto nl = rest.find('\n');
+    json j = json::parse(rest.substr(0, nl), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "not one JSON object per line: " << rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    if (i == 0) continue;
+    EXPECT_EQ(j["seq"].get<uint64_t>(), ++seq);
+    if (j["type"] == "ContainerUpserted") ids.push_back(j["container"]["id"]);
+  }
+  EXPECT_FALSE(ids.empty());
+  // The server ends the stream by closing it.
+  stop();
+  EXPECT_FALSE(w10.read_until([] { return false; }));
+  EXPECT_TRUE(w10.eof) << "the stream was not closed";
+}
+
 // Forks a child that drops to nobody (65534) and asks for `method path`;
 // returns the HTTP status it saw (or -1).
 // A request from uid 65534 with primary gid `gid` and supplementary `groups`.
@@ -544,7 +778,7 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
   sa.sun_family = AF_UNIX;
   std::strcpy(sa.sun_path, sock.c_str());
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  const std::string get = "GET /v1/containers HTTP/1.1\r\nConnection: close\r\n\r\n";
+  const std::string get = "GET /v1/containers HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::string got;
@@ -557,8 +791,8 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
   EXPECT_EQ(got.substr(got.size() - 3), "]}\n") << "the reply was cut short";
   // A request sent in two parts, and a kept-alive connection's two requests.
   for (int i = 0; i < 6; ++i) {
-    std::string r = raw(i % 2 ? "GET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"
-                              : "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
+    std::string r = raw(i % 2 ? "GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nGET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"
+                              : "GET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n");
     EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r;
   }
   for (int i = 0; i < 6; ++i) {
@@ -566,7 +800,7 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
     (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    (void)!send(fd, "Connection: close\r\n\r\n", 21, MSG_NOSIGNAL);
+    (void)!send(fd, "Host: p\r\nConnection: close\r\n\r\n", 30, MSG_NOSIGNAL);
     std::string r;
     while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) r.append(buf, static_cast<size_t>(n));
     close(fd);
@@ -578,9 +812,9 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
 TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderAndStrictHeaders) {
   start(opts());
   register_c("c1");
-  std::string r = raw("GET /healthz HTTP/1.1\r\n\r\nHEAD /v1/containers/c1 HTTP/1.1\r\n\r\n"
-                      "GET /v1/containers/nope HTTP/1.1\r\n\r\nBREW /v1/containers/c1 HTTP/1.1\r\n\r\n"
-                      "GET /healthz HTTP/1.1\r\n\r\n");
+  std::string r = raw("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nHEAD /v1/containers/c1 HTTP/1.1\r\nHost: p\r\n\r\n"
+                      "GET /v1/containers/nope HTTP/1.1\r\nHost: p\r\n\r\nBREW /v1/containers/c1 HTTP/1.1\r\nHost: p\r\n\r\n"
+                      "GET /healthz HTTP/1.1\r\nHost: p\r\n\r\n");
   auto p1 = r.find("HTTP/1.1 200 OK"), p2 = r.find("HTTP/1.1 200 OK", p1 + 1), p3 = r.find("HTTP/1.1 404"),
        p4 = r.find("HTTP/1.1 405");
   ASSERT_NE(p1, std::string::npos) << r;
@@ -595,13 +829,13 @@ TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderAndStrictHeaders) {
   EXPECT_EQ(r.find("HTTP/1.1", p4 + 1), std::string::npos) << r;
 
   struct Case { std::string req; const char* want; };
-  for (const auto& c : {Case{"GET /v1/containers/c1%00x HTTP/1.1\r\n\r\n", " 400 "},
-                        Case{std::string("GET /v1/containers/c1\0 HTTP/1.1\r\n\r\n", 36), " 400 "},
-                        Case{"POST /v1/containers HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", " 400 "},
-                        Case{"POST /v1/containers HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", " 501 "},
-                        Case{"get /healthz HTTP/1.1\r\n\r\n", " 405 "},
+  for (const auto& c : {Case{"GET /v1/containers/c1%00x HTTP/1.1\r\nHost: p\r\n\r\n", " 400 "},
+                        Case{std::string("GET /v1/containers/c1\0 HTTP/1.1\r\nHost: p\r\n\r\n", 36), " 400 "},
+                        Case{"POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", " 400 "},
+                        Case{"POST /v1/containers HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: gzip\r\n\r\n", " 501 "},
+                        Case{"get /healthz HTTP/1.1\r\nHost: p\r\n\r\n", " 405 "},
                         Case{"GET /healthz HTTP/3\r\n\r\n", " 400 "},
-                        Case{"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\n\r\nx", " 413 "}}) {
+                        Case{"GET /healthz HTTP/1.1\r\nHost: p\r\nContent-Length: 1\r\n\r\nx", " 413 "}}) {
     std::string out = raw(c.req);
     EXPECT_NE(out.find(c.want), std::string::npos) << c.req << " -> " << out;
   }

@@ -1,0 +1,474 @@
+#include "shim/status/http.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+// Beast is used header-only and without asio's sockets: only its parser
+// (basic_parser) and buffer types, fed from our own loop.
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <fmt/format.h>
+
+#include "base/str.h"
+
+namespace podshim::status {
+
+namespace bhttp = boost::beast::http;
+
+std::string shown(std::string_view s) {
+  std::string o;
+  for (unsigned char c : s.substr(0, 200)) {
+    if (c < 0x20 || c >= 0x7f || c == '\\' || c == '"') o += fmt::format("\\x{:02x}", c);
+    else o += static_cast<char>(c);
+  }
+  if (s.size() > 200) o += "...";
+  return o;
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Status";
+  }
+}
+
+namespace {
+
+int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string lower(std::string_view s) {
+  std::string o(s);
+  for (auto& c : o) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return o;
+}
+
+bool iequals(std::string_view a, std::string_view b) { return a.size() == b.size() && lower(a) == lower(b); }
+
+// RFC 3986 reg-name characters (unreserved, sub-delims; '%' starts an escape).
+constexpr str::ByteSet kRegName = str::byte_set([](char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("-._~!$&'()*+,;=%").find(c) != std::string_view::npos;
+});
+constexpr str::ByteSet kIpLiteral = str::byte_set([](char c) {
+  return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') || c == ':' || c == '.';
+});
+
+// Host = uri-host [ ":" port ] (RFC 9112 §3.2, RFC 3986 §3.2.2); an empty
+// value is allowed (a target without an authority, as on a unix socket).
+bool valid_host(std::string_view h) {
+  if (h.empty()) return true;
+  std::string_view host = h, port;
+  if (h.front() == '[') {
+    auto close = h.find(']');
+    if (close == std::string_view::npos || close < 2) return false;
+    if (str::find_not_in(h.substr(1, close - 1), kIpLiteral) != std::string_view::npos) return false;
+    host = h.substr(0, close + 1);
+    if (close + 1 < h.size()) {
+      if (h[close + 1] != ':') return false;
+      port = h.substr(close + 2);
+    }
+  } else {
+    auto colon = h.rfind(':');
+    if (colon != std::string_view::npos) {
+      host = h.substr(0, colon);
+      port = h.substr(colon + 1);
+    }
+    if (str::find_not_in(host, kRegName) != std::string_view::npos) return false;
+    for (size_t i = 0; i < host.size(); ++i) {
+      if (host[i] == '%' && (i + 2 >= host.size() || hexval(host[i + 1]) < 0 || hexval(host[i + 2]) < 0)) return false;
+    }
+  }
+  return port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The first line of a head, for messages.
+std::string_view first_line(std::string_view head) { return head.substr(0, head.find_first_of("\r\n")); }
+
+// The raw field line whose name is `name` (case-insensitive), for messages.
+std::string_view raw_field(std::string_view head, std::string_view name) {
+  size_t pos = head.find("\r\n");
+  while (pos != std::string_view::npos && pos + 2 < head.size()) {
+    size_t start = pos + 2;
+    size_t end = head.find("\r\n", start);
+    std::string_view line = head.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (line.empty()) break;
+    auto colon = line.find(':');
+    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name)) return line;
+    pos = end;
+  }
+  return {};
+}
+
+// The first field line that is not `token ":" value` with visible value
+// bytes, for the message of Beast's bad_field/bad_value.
+std::string_view bad_field_line(std::string_view head) {
+  constexpr str::ByteSet kTchar = str::byte_set([](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+  size_t pos = head.find("\r\n");
+  while (pos != std::string_view::npos && pos + 2 < head.size()) {
+    size_t start = pos + 2;
+    size_t end = head.find("\r\n", start);
+    std::string_view line = head.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (line.empty()) break;
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0 ||
+        str::find_not_in(line.substr(0, colon), kTchar) != std::string_view::npos) {
+      return line;
+    }
+    for (unsigned char ch : line.substr(colon + 1)) {
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return line;
+    }
+    pos = end;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> canonical_path(std::string_view target) {
+  if (target.empty() || target.front() != '/') {
+    return fail(EINVAL, "request target '{}' must be an absolute path", shown(target));
+  }
+  std::string_view whole = target;
+  if (auto q = target.find('?'); q != std::string_view::npos) {
+    // No endpoint reads the query, but its bytes are checked like the path's.
+    for (unsigned char c : target.substr(q + 1)) {
+      if (c < 0x20 || c == 0x7f) {
+        return fail(EINVAL, "query of '{}' contains a control character (0x{:02x})", shown(whole), c);
+      }
+    }
+    target = target.substr(0, q);
+  }
+  std::string out;
+  out.reserve(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(target[i]);
+    if (c == '%') {
+      int hi = i + 2 < target.size() ? hexval(target[i + 1]) : -1;
+      int lo = hi >= 0 ? hexval(target[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return fail(EINVAL, "path '{}' has a malformed percent-escape", shown(whole));
+      c = static_cast<unsigned char>(hi * 16 + lo);
+      if (c == 0) return fail(EINVAL, "path '{}' contains an encoded NUL (%00)", shown(whole));
+      if (c == '/' || c == '%' || c == '?' || c == '#') {
+        return fail(EINVAL, "path '{}' encodes '{}', which would change what the path means", shown(whole),
+                    static_cast<char>(c));
+      }
+      i += 2;
+    } else if (c == 0) {
+      return fail(EINVAL, "path '{}' contains a NUL byte", shown(whole));
+    } else if (c == '#') {
+      return fail(EINVAL, "path '{}' contains a fragment", shown(whole));
+    }
+    if (c < 0x20 || c == 0x7f) {
+      return fail(EINVAL, "path '{}' contains a control character (0x{:02x})", shown(whole), c);
+    }
+    out += static_cast<char>(c);
+  }
+  // Decoded once, checked once: nothing after this point (access control,
+  // the router, error messages, logs, JSON answers) meets bytes that are
+  // not UTF-8.
+  if (!str::valid_utf8(out)) return fail(EINVAL, "path '{}' is not valid UTF-8", shown(whole));
+  if (out.size() > 1) {
+    if (out.back() == '/') return fail(EINVAL, "path '{}' ends in '/'", shown(whole));
+    bool ok = true;
+    std::string why;
+    str::each_component(std::string_view(out).substr(1), [&](std::string_view seg) {
+      if (seg.empty()) why = fmt::format("path '{}' has an empty segment", shown(whole));
+      else if (seg == "." || seg == "..") why = fmt::format("path '{}' has a '{}' segment", shown(whole), seg);
+      ok = why.empty();
+      return ok;
+    });
+    if (!ok) return fail(EINVAL, "{}", why);
+  }
+  return out;
+}
+
+struct HttpRequestReader::Parser {
+  bhttp::request_parser<bhttp::string_body> p;
+  size_t fields_at_head = 0;
+  bool last_chunk = false;
+  bool ext_too_long = false;
+  // Kept alive across put() calls: Beast stores a reference to the callback.
+  std::function<void(std::uint64_t, boost::beast::string_view, boost::beast::error_code&)> on_chunk;
+};
+
+HttpRequestReader::HttpRequestReader(HttpLimits limits) : limits_(limits) { reset(); }
+HttpRequestReader::~HttpRequestReader() = default;
+
+void HttpRequestReader::reset() {
+  p_ = std::make_unique<Parser>();
+  p_->p.header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits_.max_head_bytes, UINT32_MAX)));
+  p_->p.body_limit(limits_.max_body_bytes);
+  p_->p.eager(false);  // stop after the head: the caller decides before any body is read
+  Parser* raw = p_.get();
+  p_->on_chunk = [raw](std::uint64_t size, boost::beast::string_view ext, boost::beast::error_code& ec) {
+    if (ext.size() > kMaxChunkExtension) {
+      raw->ext_too_long = true;
+      ec = bhttp::error::bad_chunk_extension;
+      return;
+    }
+    if (size == 0) raw->last_chunk = true;
+  };
+  p_->p.on_chunk_header(p_->on_chunk);
+  req_ = HttpRequest{};
+  refusal_ = HttpRefusal{};
+  scanned_ = 0;
+  put_off_ = 0;
+  started_ = head_done_ = refused_ = false;
+}
+
+HttpRequestReader::Step HttpRequestReader::refuse(int status, std::string message) {
+  refused_ = true;
+  refusal_ = HttpRefusal{status, std::move(message)};
+  return Step::Refused;
+}
+
+// Line ends and NULs in the head, checked as bytes arrive: each verdict needs
+// at most the next byte, so it is the same however the head was split. Only
+// the first max_head_bytes are looked at; past them the head is too large
+// (431) whatever it holds.
+HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in) {
+  const size_t limit = std::min(in.size(), limits_.max_head_bytes);
+  for (size_t i = scanned_; i < limit; ++i) {
+    const char c = in[i];
+    // Messages quote only bytes up to the offending one: they are all here
+    // however the head was split.
+    if (c == '\0') {
+      const size_t line = i == 0 ? 0 : in.rfind('\n', i - 1) == std::string_view::npos ? 0 : in.rfind('\n', i - 1) + 1;
+      return refuse(400, fmt::format("request contains a NUL byte: '{}'", shown(in.substr(line, i + 1 - line))));
+    }
+    if (c == '\n') return refuse(400, "request head has a bare LF line end; use CRLF");
+    if (c != '\r') continue;
+    if (i + 1 >= in.size()) {
+      scanned_ = i;  // the CR's verdict needs the next byte
+      return Step::More;
+    }
+    if (in[i + 1] != '\n') return refuse(400, "request head has a bare CR");
+    // A CRLF: the end of the head, or a line that must not start with
+    // white space (obs-fold, RFC 9112 §5.2; or white space before the first
+    // field, §2.2).
+    if (i + 2 >= in.size()) {
+      scanned_ = i;
+      return Step::More;
+    }
+    const char next = in[i + 2];
+    if (next == ' ' || next == '\t') {
+      const size_t prev = i == 0 ? 0 : in.rfind('\n', i - 1) == std::string_view::npos ? 0 : in.rfind('\n', i - 1) + 1;
+      return refuse(400, fmt::format("folded header line (a line starting with white space) after '{}' is not accepted",
+                                     shown(in.substr(prev, i - prev))));
+    }
+    if (next == '\r') {
+      scanned_ = SIZE_MAX;  // the empty line ends the head; the rest is body
+      return Step::More;
+    }
+    ++i;  // past the LF
+  }
+  scanned_ = limit;
+  return Step::More;
+}
+
+HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
+  if (refused_) return Step::Refused;
+  boost::beast::error_code ec;
+  if (!head_done_) {
+    if (!started_) {
+      // Empty lines before a request are ignored (RFC 9112 §2.2).
+      size_t skip = 0;
+      while (in.size() >= skip + 2 && in[skip] == '\r' && in[skip + 1] == '\n') skip += 2;
+      in.erase(0, skip);
+      if (in.empty() || in == "\r") return Step::More;
+      started_ = true;
+    }
+    if (scanned_ != SIZE_MAX) {
+      if (check_head_bytes(in) == Step::Refused) return Step::Refused;
+    }
+    // Beast judges the request line, and some field bytes, as they come, so
+    // a message quoting them would depend on how much had arrived: it gets
+    // the head only once the head is whole (the byte checks above still act
+    // at once, each on a byte whose verdict no later byte changes).
+    if (scanned_ != SIZE_MAX) {
+      if (in.size() >= limits_.max_head_bytes) {
+        return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
+      }
+      return Step::More;
+    }
+    // Beast consumes the request line as soon as it is complete and the
+    // fields only once they all are; `put_off_` remembers what it took, and
+    // `in` keeps the whole head for messages until the head is done.
+    const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, in.size() - put_off_), ec);
+    put_off_ += n;
+    if (ec == bhttp::error::need_more) return Step::More;
+    std::string_view head(in.data(), p_->p.is_header_done() ? put_off_ : in.size());
+    if (ec) {
+      if (ec == bhttp::error::header_limit) {
+        return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
+      }
+      if (ec == bhttp::error::body_limit) {
+        return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+      }
+      if (ec == bhttp::error::bad_version) {
+        std::string_view line = first_line(head);
+        std::string_view version = line.substr(std::min(line.size(), line.rfind(' ') + 1));
+        if (version.size() == 8 && str::starts_with(version, "HTTP/") && isdigit(version[5]) && version[6] == '.' &&
+            isdigit(version[7])) {
+          return refuse(505, fmt::format("HTTP version '{}' is not supported (use HTTP/1.1)", shown(version)));
+        }
+        return refuse(400, fmt::format("malformed request line '{}'", shown(line)));
+      }
+      if (ec == bhttp::error::bad_method || ec == bhttp::error::bad_target) {
+        return refuse(400, fmt::format("malformed request line '{}'", shown(first_line(head))));
+      }
+      if (ec == bhttp::error::bad_field || ec == bhttp::error::bad_value) {
+        return refuse(400, fmt::format("malformed header line '{}'", shown(bad_field_line(head))));
+      }
+      if (ec == bhttp::error::bad_content_length) {
+        return refuse(400, fmt::format("invalid Content-Length in '{}'", shown(raw_field(head, "content-length"))));
+      }
+      if (ec == bhttp::error::bad_transfer_encoding) {
+        if (!raw_field(head, "content-length").empty()) {
+          return refuse(400, "both Content-Length and Transfer-Encoding given");
+        }
+        return refuse(400, fmt::format("invalid or repeated Transfer-Encoding ('{}')",
+                                       shown(raw_field(head, "transfer-encoding"))));
+      }
+      return refuse(400, fmt::format("malformed request head ({}): '{}'", ec.message(), shown(first_line(head))));
+    }
+    // The head is complete: n bytes of `in`.
+    head_done_ = true;
+    Step s = on_head_checked();
+    in.erase(0, put_off_);
+    return s;
+  }
+  if (!req_.has_body) return Step::Done;
+  p_->p.eager(true);
+  if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
+    return refuse(400, "trailer fields after the last chunk are not accepted");
+  }
+  const size_t n = p_->p.put(boost::asio::buffer(in.data(), in.size()), ec);
+  in.erase(0, n);
+  if (ec == bhttp::error::need_more) {
+    if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
+      return refuse(400, "trailer fields after the last chunk are not accepted");
+    }
+    // What is left unconsumed is a partial chunk header (Beast consumes
+    // chunk data as it comes): bounded like a whole one.
+    if (req_.chunked && in.size() > kMaxChunkExtension + 24) {
+      return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+    }
+    return Step::More;
+  }
+  if (ec) {
+    if (p_->ext_too_long) return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+    if (ec == bhttp::error::body_limit) {
+      return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+    }
+    if (ec == bhttp::error::bad_chunk_extension) return refuse(400, "invalid chunk extension");
+    if (ec == bhttp::error::bad_chunk) return refuse(400, "invalid chunk size line or chunk framing");
+    return refuse(400, fmt::format("malformed request body ({})", ec.message()));
+  }
+  if (!p_->p.is_done()) return Step::More;
+  // Trailer fields land among the head's fields in Beast.
+  const auto& fields = p_->p.get();
+  if (static_cast<size_t>(std::distance(fields.begin(), fields.end())) != p_->fields_at_head) {
+    return refuse(400, "trailer fields after the last chunk are not accepted");
+  }
+  req_.body = std::move(p_->p.get().body());
+  return Step::Done;
+}
+
+HttpRequestReader::Step HttpRequestReader::on_head_checked() {
+  const auto& m = p_->p.get();
+  req_.method.assign(m.method_string().data(), m.method_string().size());
+  req_.target.assign(m.target().data(), m.target().size());
+  req_.http10 = m.version() == 10;
+  if (m.version() != 10 && m.version() != 11) {
+    return refuse(505, fmt::format("HTTP version {}.{} is not supported (use HTTP/1.1)", m.version() / 10,
+                                   m.version() % 10));
+  }
+  size_t hosts = 0, lengths = 0, encodings = 0, fields = 0;
+  std::string_view host, length, encoding, expect;
+  for (const auto& f : m) {
+    ++fields;
+    const std::string_view name(f.name_string().data(), f.name_string().size());
+    const std::string_view value(f.value().data(), f.value().size());
+    if (iequals(name, "host")) {
+      ++hosts;
+      host = value;
+    } else if (iequals(name, "content-length")) {
+      ++lengths;
+      length = value;
+    } else if (iequals(name, "transfer-encoding")) {
+      ++encodings;
+      encoding = value;
+    } else if (iequals(name, "expect")) {
+      expect = value;
+    }
+  }
+  p_->fields_at_head = fields;
+  // Host: one in every HTTP/1.1 request, and a valid one wherever it is sent
+  // (RFC 9112 §3.2: "A server MUST respond with a 400 ... to any HTTP/1.1
+  // request message that lacks a Host header field and to any request
+  // message that contains more than one Host header field line or a Host
+  // header field with an invalid field value").
+  if (hosts > 1) return refuse(400, fmt::format("request has {} Host fields; one is required", hosts));
+  if (hosts == 0 && !req_.http10) return refuse(400, "HTTP/1.1 request without a Host field");
+  if (hosts == 1 && !valid_host(host)) return refuse(400, fmt::format("invalid Host '{}'", shown(host)));
+  if (lengths > 1) return refuse(400, "repeated Content-Length");
+  if (lengths == 1) {
+    if (length.empty() || length.size() > 19 ||
+        !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return refuse(400, fmt::format("invalid Content-Length '{}'", shown(length)));
+    }
+    req_.content_length = *str::parse_u64(length);
+  }
+  if (encodings > 0) {
+    if (req_.http10) return refuse(400, "Transfer-Encoding in an HTTP/1.0 request");
+    if (!iequals(str::trim(encoding), "chunked")) {
+      return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (only chunked)", shown(encoding)));
+    }
+    req_.chunked = true;
+  }
+  if (!expect.empty()) {
+    if (!iequals(str::trim(expect), "100-continue")) {
+      return refuse(417, fmt::format("Expect '{}' is not supported", shown(expect)));
+    }
+  }
+  auto path = canonical_path(req_.target);
+  if (!path) return refuse(400, path.error().message);
+  req_.path = std::move(*path);
+  req_.has_body = req_.chunked || req_.content_length > 0;
+  // RFC 9110 §10.1.1: a 100-continue expectation on HTTP/1.0 is ignored.
+  req_.expect_continue = !expect.empty() && !req_.http10 && req_.has_body;
+  req_.keep_alive = !req_.http10 && p_->p.keep_alive();
+  return Step::Head;
+}
+
+}  // namespace podshim::status
