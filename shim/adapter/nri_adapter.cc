@@ -449,7 +449,7 @@ void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
     act.oom_kill = a->oom_kill;
     act.read_unix_ms = now_ms();
     if (metrics_ && ct.actual && a->oom_kill > ct.actual->oom_kill)
-      metrics_->oom_kills.inc({{"container", id}}, static_cast<double>(a->oom_kill - ct.actual->oom_kill));
+      metrics_->oom_kills.inc({}, static_cast<double>(a->oom_kill - ct.actual->oom_kill));
     ct.actual = act;
   });
 }

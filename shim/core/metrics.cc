@@ -3,6 +3,15 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <stdexcept>
+
+#include "cgroup/engine.h"
+#include "shim/core/resize.h"
+#include "shim/core/version.h"
+
+#ifndef PODSHIM_VERSION
+#error "PODSHIM_VERSION is set by shim/core/meson.build (meson's project version)"
+#endif
 
 namespace podshim::core {
 
@@ -62,8 +71,46 @@ std::string escape_help(std::string_view v) {
   return out;
 }
 
-Family::Family(std::string name, std::string help, Kind kind, std::vector<double> buckets)
-    : name_(std::move(name)), help_(std::move(help)), kind_(kind), buckets_(std::move(buckets)) {}
+Family::Family(std::string name, std::string help, Kind kind, std::vector<std::string> label_names,
+               std::vector<double> buckets)
+    : name_(std::move(name)),
+      help_(std::move(help)),
+      kind_(kind),
+      label_names_(std::move(label_names)),
+      buckets_(std::move(buckets)) {
+  if (label_names_.empty()) {
+    presets_.emplace_back();
+    series_.emplace(Labels{}, zero());
+  }
+}
+
+Family::Series Family::zero() const {
+  Series s;
+  if (kind_ == Kind::Histogram) s.bucket_counts.assign(buckets_.size(), 0);
+  return s;
+}
+
+void Family::preset(const std::vector<std::vector<std::string>>& values) {
+  if (values.size() != label_names_.size()) {
+    throw std::logic_error(fmt::format("{}: preset() takes one list per label ({})", name_, label_names_.size()));
+  }
+  std::vector<Labels> combos{Labels{}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::vector<Labels> next;
+    for (const auto& c : combos) {
+      for (const auto& v : values[i]) {
+        next.push_back(c);
+        next.back().emplace_back(label_names_[i], v);
+      }
+    }
+    combos = std::move(next);
+  }
+  std::lock_guard lk(mu_);
+  for (auto& c : combos) {
+    series_.try_emplace(c, zero());
+    presets_.push_back(std::move(c));
+  }
+}
 
 void Family::inc(const Labels& labels, double by) {
   std::lock_guard lk(mu_);
@@ -78,6 +125,7 @@ void Family::set(const Labels& labels, double value) {
 void Family::clear() {
   std::lock_guard lk(mu_);
   series_.clear();
+  for (const auto& p : presets_) series_.emplace(p, zero());
 }
 
 void Family::erase(const Labels& labels) {
@@ -87,8 +135,7 @@ void Family::erase(const Labels& labels) {
 
 void Family::observe(const Labels& labels, double value) {
   std::lock_guard lk(mu_);
-  auto& s = series_[labels];
-  if (s.bucket_counts.empty()) s.bucket_counts.assign(buckets_.size(), 0);
+  auto& s = series_.try_emplace(labels, zero()).first->second;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     if (value <= buckets_[i]) s.bucket_counts[i]++;
   }
@@ -113,11 +160,6 @@ void Family::render(std::string& out) const {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, escape_help(help_), name_,
                      kinds[static_cast<int>(kind_)]);
   std::lock_guard lk(mu_);
-  if (series_.empty() && kind_ != Kind::Histogram) {
-    // An unlabelled family shows its zero so dashboards see the metric exists.
-    out += fmt::format("{} 0\n", name_);
-    return;
-  }
   for (const auto& [labels, s] : series_) {
     if (kind_ != Kind::Histogram) {
       out += name_;
@@ -144,14 +186,51 @@ void Family::render(std::string& out) const {
   }
 }
 
+namespace {
+
+// The label values the code can produce, preset at 0 (docs/metrics.md).
+// Methods as the status server counts them (anything else is "other").
+const std::vector<std::string> kHttpMethods{"GET", "HEAD", "POST", "DELETE", "other"};
+// Every final status the status server's replies can carry (status::
+// reason_phrase; tests/deploy/metric_labels_test.cc keeps the two in step).
+const std::vector<std::string> kHttpCodes{"200", "201", "400", "403", "404", "405", "408", "409", "411",
+                                          "413", "414", "417", "422", "431", "500", "501", "503", "505"};
+// NRI events (nri::event_name; checked by the same test).
+const std::vector<std::string> kNriEvents{
+    "RunPodSandbox",   "StopPodSandbox",      "RemovePodSandbox",    "CreateContainer",    "PostCreateContainer",
+    "StartContainer",  "PostStartContainer",  "UpdateContainer",     "PostUpdateContainer", "StopContainer",
+    "RemoveContainer", "UpdatePodSandbox",    "PostUpdatePodSandbox", "ValidateContainerAdjustment"};
+
+std::vector<std::string> resize_results() {
+  std::vector<std::string> out;
+  using O = ResizeOutcome;
+  for (O o : {O::Applied, O::AppliedWithOomKill, O::Unchanged, O::Deferred, O::Infeasible, O::RestartRequired,
+              O::Error, O::InProgress})
+    out.emplace_back(to_string(o));
+  out.emplace_back("invalid");  // a request refused before it became a resize
+  return out;
+}
+
+std::vector<std::string> shrink_whys() {
+  std::vector<std::string> out;
+  using W = cgroup::ShrinkWhy;
+  for (W w : {W::Usage, W::Growth, W::Pressure, W::Timeout}) out.emplace_back(cgroup::shrink_why_name(w));
+  return out;
+}
+
+}  // namespace
+
 Metrics::Metrics()
-    : resize_requests("podshim_resize_requests_total",
-                      "Resize requests by result (applied, unchanged, deferred, infeasible, "
-                      "restart_required, error, invalid).",
-                      Family::Kind::Counter),
+    : build_info("podshim_build_info",
+                 "Always 1: the podshimd version and the git commit it was built from.", Family::Kind::Gauge,
+                 {"version", "commit"}),
+      resize_requests("podshim_resize_requests_total",
+                      "Resize requests by result (applied, applied_with_oom_kill, unchanged, deferred, infeasible, "
+                      "restart_required, error, in_progress, invalid).",
+                      Family::Kind::Counter, {"result"}),
       resize_latency("podshim_resize_duration_seconds",
                      "Time from a resize request to its outcome, actuation included.",
-                     Family::Kind::Histogram,
+                     Family::Kind::Histogram, {},
                      {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                       0.5, 1, 2.5}),
       shrinks_refused("podshim_memory_shrinks_refused_total",
@@ -161,11 +240,13 @@ Metrics::Metrics()
                       "Bytes reclaimed from cgroups ahead of memory limit decreases.",
                       Family::Kind::Counter),
       oom_kills("podshim_oom_kills_total",
-                "OOM kills seen in managed cgroups (memory.events oom_kill).", Family::Kind::Counter),
+                "OOM kills seen in managed cgroups (memory.events oom_kill), all containers; per container: "
+                "podshim_container_oom_kills_total.",
+                Family::Kind::Counter),
       nri_connected("podshim_nri_connected", "1 while connected to the runtime's NRI socket.",
                     Family::Kind::Gauge),
       nri_events("podshim_nri_events_total", "NRI events received, by event type.",
-                 Family::Kind::Counter),
+                 Family::Kind::Counter, {"event"}),
       cdi_injections("podshim_cdi_injections_total", "CDI devices injected into containers.",
                      Family::Kind::Counter),
       cdi_spec_errors("podshim_cdi_spec_errors_total", "CDI spec files that failed to load.",
@@ -173,41 +254,52 @@ Metrics::Metrics()
       containers("podshim_containers", "Containers known to podshimd.", Family::Kind::Gauge),
       pods("podshim_pods", "Pods known to podshimd.", Family::Kind::Gauge),
       http_requests("podshim_http_requests_total", "Status socket requests by method and code.",
-                    Family::Kind::Counter),
+                    Family::Kind::Counter, {"method", "code"}),
       http_denied("podshim_http_denied_total", "Status socket requests denied by access control.",
                   Family::Kind::Counter),
+      watch_dropped("podshim_watch_dropped_total",
+                    "/v1/watch streams disconnected for falling behind, by reason: backlog (the watcher's own "
+                    "queue limit, http.max_watch_backlog_bytes), total (the ceiling across all watchers, "
+                    "http.max_watch_total_bytes).",
+                    Family::Kind::Counter, {"reason"}),
       weight_formula("podshim_cpu_weight_formula",
                      "The shares-to-cpu.weight formula podshimd reads container cgroups with, per runtime seen "
                      "(1: the runtime connected now; source: configured, learned from the weights the "
                      "runtime wrote, or fallback until there is evidence).",
-                     Family::Kind::Gauge),
+                     Family::Kind::Gauge, {"runtime", "formula", "source"}),
       weight_samples("podshim_cpu_weight_formula_samples",
                      "Containers whose cpu.weight matched the linear formula, the quadratic one, both or "
                      "neither, per runtime (weight_formula: auto).",
-                     Family::Kind::Gauge),
-      drift("podshim_drift",
-            "1 while the kernel holds a value other than the allocated one for a container "
-            "(resource: cpu_request, cpu_limit, memory_limit), 0 once it is back in step.",
-            Family::Kind::Gauge),
+                     Family::Kind::Gauge, {"runtime", "vote"}),
       drift_repairs("podshim_drift_repairs_total",
                     "Drifted containers rewritten to their allocated values (readback.repair_drift), by result.",
-                    Family::Kind::Counter),
+                    Family::Kind::Counter, {"result"}),
       readback_pass("podshim_readback_pass_seconds",
                     "Wall time of the last full read-back pass over every container (all slices).",
                     Family::Kind::Gauge),
-      shrink_pressure("podshim_memory_shrink_pressure_percent",
+      shrink_pressure("podshim_memory_shrink_pressure_ratio",
                       "Highest memory PSI avg10 (kind: some, full) seen while a memory limit decrease held "
-                      "memory.high at its target, one observation per staged shrink.",
-                      Family::Kind::Histogram, {1, 2.5, 5, 10, 20, 40, 60, 80, 100}),
+                      "memory.high at its target, as a ratio (0..1, the kernel's percent / 100), one "
+                      "observation per staged shrink.",
+                      Family::Kind::Histogram, {"kind"}, {0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1}),
       shrink_refusals("podshim_memory_shrink_refusals_total",
                       "Memory limit decreases refused, by why: usage (anon/shmem above the target), growth "
                       "(usage would cross it within the growth window), pressure (PSI above the threshold "
                       "under the clamp), timeout (reclaim ran out of time).",
-                      Family::Kind::Counter) {
-  all_ = {&resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed, &oom_kills,
-          &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors, &containers,
-          &pods,            &http_requests,  &http_denied,     &weight_formula,  &weight_samples,
-          &drift,           &drift_repairs,  &readback_pass,   &shrink_pressure, &shrink_refusals};
+                      Family::Kind::Counter, {"why"}) {
+  build_info.set({{"version", PODSHIM_VERSION}, {"commit", PODSHIM_COMMIT}}, 1);
+  resize_requests.preset({resize_results()});
+  nri_events.preset({kNriEvents});
+  http_requests.preset({kHttpMethods, kHttpCodes});
+  watch_dropped.preset({{"backlog", "total"}});
+  drift_repairs.preset({{"applied", "failed"}});
+  shrink_pressure.preset({{"some", "full"}});
+  shrink_refusals.preset({shrink_whys()});
+  all_ = {&build_info,     &resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed,
+          &oom_kills,      &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors,
+          &containers,     &pods,            &http_requests,  &http_denied,     &watch_dropped,
+          &weight_formula, &weight_samples,  &drift_repairs,  &readback_pass,   &shrink_pressure,
+          &shrink_refusals};
 }
 
 std::string Metrics::render() const {

@@ -24,21 +24,33 @@ std::string escape_label_value(std::string_view v);
 // Escapes HELP text: backslash and newline.
 std::string escape_help(std::string_view v);
 
+// One metric family. An unlabelled family always has its one series (0
+// until first set, zero buckets for a histogram). A labelled family declares
+// its label names; preset() creates the series of its known label values at
+// 0, so the first increment of any of them is visible to increase() and
+// rate() (a series that appears already at 1 is not). A labelled family
+// with no series renders its HELP/TYPE only, never an unlabelled 0.
 class Family {
  public:
   enum class Kind { Counter, Gauge, Histogram };
-  Family(std::string name, std::string help, Kind kind, std::vector<double> buckets = {});
+  Family(std::string name, std::string help, Kind kind, std::vector<std::string> label_names = {},
+         std::vector<double> buckets = {});
+
+  // Every combination of the given values, in label_names order (one list
+  // per label), at 0; kept across clear().
+  void preset(const std::vector<std::vector<std::string>>& values);
 
   void inc(const Labels& labels = {}, double by = 1);      // counter/gauge
   void set(const Labels& labels, double value);           // gauge
   void observe(const Labels& labels, double value);       // histogram
-  void clear();                                           // drops every series (gauges rebuilt on render)
+  void clear();                                           // drops every series but the presets (back at 0)
   void erase(const Labels& labels);                       // drops one series
   double value(const Labels& labels = {}) const;          // counter/gauge (tests)
   uint64_t count(const Labels& labels = {}) const;        // histogram sample count
 
   void render(std::string& out) const;
   const std::string& name() const { return name_; }
+  const std::vector<std::string>& label_names() const { return label_names_; }
 
  private:
   struct Series {
@@ -47,24 +59,31 @@ class Family {
     uint64_t count = 0;
     double sum = 0;
   };
+  Series zero() const;
+
   std::string name_, help_;
   Kind kind_;
+  std::vector<std::string> label_names_;
   std::vector<double> buckets_;
+  std::vector<Labels> presets_;
   mutable std::mutex mu_;
   std::map<Labels, Series> series_;
 };
 
-// All of podshimd's metrics. Families are created once; code updates them
-// through the named members.
+// All of podshimd's node-wide metrics. Families are created once; code
+// updates them through the named members. The per-container families
+// (podshim_container_*, podshim_drift) are rendered from the model by
+// status::ContainerMetrics.
 class Metrics {
  public:
   Metrics();
 
+  Family build_info;             // podshim_build_info{version,commit} 1
   Family resize_requests;        // podshim_resize_requests_total{result}
   Family resize_latency;         // podshim_resize_duration_seconds (histogram)
   Family shrinks_refused;        // podshim_memory_shrinks_refused_total
   Family bytes_reclaimed;        // podshim_memory_reclaimed_bytes_total
-  Family oom_kills;              // podshim_oom_kills_total{container}
+  Family oom_kills;              // podshim_oom_kills_total (per container: podshim_container_oom_kills_total)
   Family nri_connected;          // podshim_nri_connected (0/1)
   Family nri_events;             // podshim_nri_events_total{event}
   Family cdi_injections;         // podshim_cdi_injections_total
@@ -73,12 +92,12 @@ class Metrics {
   Family pods;                   // podshim_pods (gauge)
   Family http_requests;          // podshim_http_requests_total{method,code}
   Family http_denied;            // podshim_http_denied_total
+  Family watch_dropped;          // podshim_watch_dropped_total{reason}: backlog, total
   Family weight_formula;         // podshim_cpu_weight_formula{runtime,formula,source}: 1 = the runtime connected now
   Family weight_samples;         // podshim_cpu_weight_formula_samples{runtime,vote}
-  Family drift;                  // podshim_drift{container,pod,resource}: 1 while kernel ≠ allocated
   Family drift_repairs;          // podshim_drift_repairs_total{result}
   Family readback_pass;          // podshim_readback_pass_seconds: the last full read-back pass
-  Family shrink_pressure;        // podshim_memory_shrink_pressure_percent{kind}: PSI avg10 seen per shrink (histogram)
+  Family shrink_pressure;        // podshim_memory_shrink_pressure_ratio{kind}: PSI avg10 / 100 seen per shrink (histogram)
   Family shrink_refusals;        // podshim_memory_shrink_refusals_total{why}: usage, growth, pressure, timeout
 
   // The whole exposition, families in a fixed order.

@@ -181,13 +181,15 @@ const Drift* find_drift(const std::vector<Drift>& v, std::string_view resource) 
 struct ReadBack::Impl {
   // Kept small: there is one per container (3000 on a big node). The
   // container's id is the map key (`id` points at it), its cgroup path is in
-  // the store (only a hash of it is kept here, to notice a change), and the
-  // labels of its drift series are built when a series is set.
+  // the store (only a hash of it is kept here, to notice a change); its
+  // drift is also stored on the container, which podshim_drift is rendered
+  // from (status::ContainerMetrics).
   // Only hashes of the cgroup path, state and allocation it last saw (to
   // notice a change; the values are the store's), the path resolved again
   // when a directory is opened (most are kept open).
   struct Entry {
     const std::string* id = nullptr;  // the key of this entry in `entries`
+    bool read_failing = false;        // the last read-back failed (its first failure was a notice)
     size_t cgroup_path_hash = 0;
     size_t state_hash = 0;
     size_t allocated_hash = 0;
@@ -196,7 +198,6 @@ struct ReadBack::Impl {
     Clock::time_point allocated_at{};
     std::vector<Drift> drift;          // as last reported
     std::vector<std::string> repaired;  // "resource=actual" a repair was tried for
-    std::string pod_label;              // the pod label of its podshim_drift series, once the pod is known
     bool queued = false;
   };
 
@@ -277,17 +278,8 @@ struct ReadBack::Impl {
   void forget(const std::string& id) {
     auto it = entries.find(id);
     if (it == entries.end()) return;
-    if (metrics)
-      for (const auto& d : it->second.drift) metrics->drift.erase(with_resource(it->second, d.resource));
     drop_fds(it->second);
     entries.erase(it);
-  }
-
-  Labels with_resource(const Entry& e, std::string_view resource) const {
-    Labels l{{"container", *e.id}};
-    if (!e.pod_label.empty()) l.emplace_back("pod", e.pod_label);
-    l.emplace_back("resource", std::string(resource));
-    return l;
   }
 
   void on_event(const Event& ev) {
@@ -385,10 +377,6 @@ struct ReadBack::Impl {
     return r;
   }
 
-  void set_drift_metric(const Entry& e, std::string_view resource, double v) {
-    if (metrics) metrics->drift.set(with_resource(e, resource), v);
-  }
-
   // Reports the transitions between the drift last reported and `now_drift`.
   void report(const std::string& id, Entry& e, std::vector<Drift>& now_drift) {
     const int64_t wall = now_unix_ms();
@@ -398,14 +386,12 @@ struct ReadBack::Impl {
         continue;
       }
       d.since_unix_ms = wall;
-      set_drift_metric(e, d.resource, 1);
       say(log::Level::Warning, id,
           fmt::format("Drift: {} of container {} is {} in the kernel, allocated {}{}", d.file, id, d.actual,
                       d.allocated, opts.repair_drift ? "; repairing" : " (readback.repair_drift is off)"));
     }
     for (const auto& d : e.drift) {
       if (find_drift(now_drift, d.resource)) continue;
-      set_drift_metric(e, d.resource, 0);
       std::erase_if(e.repaired, [&](const std::string& r) { return str::starts_with(r, d.resource + "="); });
       say(log::Level::Info, id, fmt::format("Drift ended: {} of container {} is back to {}", d.file, id, d.allocated));
     }
@@ -484,22 +470,11 @@ struct ReadBack::Impl {
       e.allocated_hash = resources_hash(c->allocated);
       e.allocated_at = now();
     }
-    if (e.pod_label.empty()) {
-      if (auto p = store.pod(c->pod_uid)) {
-        // The pod became known after the drift was reported: move its series.
-        if (metrics)
-          for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
-        e.pod_label = p->name.empty() ? p->uid : p->name;
-        for (const auto& d : e.drift) set_drift_metric(e, d.resource, 1);
-      }
-    }
     std::vector<Drift> now_drift;
     if (c->state == "stopped") {
       // Exited: the runtime removes its cgroup; nothing to judge, nothing
       // to log.
       drop_fds(e);
-      if (metrics)
-        for (const auto& d : e.drift) metrics->drift.erase(with_resource(e, d.resource));
       e.drift.clear();
       e.repaired.clear();
       if (!c->drift.empty()) (void)store.update_container(id, [&](Container& ct) { ct.drift.clear(); });
@@ -515,10 +490,17 @@ struct ReadBack::Impl {
         ++stats.gone;
       } else {
         ++stats.errors;
-        say(log::Level::Debug, id, fmt::format("Read-back of container {} failed, ignoring: {}", id, k.error().message));
+        // The first failure of a container is worth a notice (its actual
+        // values stay "-" until a read works); repeats of it go to debug.
+        const bool first = !e.read_failing;
+        e.read_failing = true;
+        say(first ? log::Level::Notice : log::Level::Debug, id,
+            fmt::format("Read-back of container {} failed{}: {}", id, first ? " (repeats are logged at debug)" : "",
+                        k.error().message));
       }
       return;
     }
+    e.read_failing = false;
     learn(id, shares, *k);
     const auto f = formula();
     ActualResources act;
@@ -553,7 +535,7 @@ struct ReadBack::Impl {
     if (changed) {
       (void)store.update_container(id, [&](Container& ct) {
         if (metrics && ct.actual && act.oom_kill > ct.actual->oom_kill)
-          metrics->oom_kills.inc({{"container", id}}, static_cast<double>(act.oom_kill - ct.actual->oom_kill));
+          metrics->oom_kills.inc({}, static_cast<double>(act.oom_kill - ct.actual->oom_kill));
         ct.actual = act;
         ct.drift = e.drift;
       });

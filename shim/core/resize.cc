@@ -595,8 +595,9 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       const auto* why = e.payload_as<cgroup::ShrinkRefusal>();
       metrics_->shrink_refusals.inc({{"why", std::string(why ? shrink_why_name(why->why) : "usage")}});
       if (why && (why->psi_some_avg10 > 0 || why->psi_full_avg10 > 0)) {
-        metrics_->shrink_pressure.observe({{"kind", "some"}}, why->psi_some_avg10);
-        metrics_->shrink_pressure.observe({{"kind", "full"}}, why->psi_full_avg10);
+        // PSI avg10 is a percent; the metric is a ratio (base unit).
+        metrics_->shrink_pressure.observe({{"kind", "some"}}, why->psi_some_avg10 / 100);
+        metrics_->shrink_pressure.observe({{"kind", "full"}}, why->psi_full_avg10 / 100);
       }
     }
     for (auto& it : f->items) {
@@ -620,15 +621,15 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   if (metrics_ && rep->bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep->bytes_reclaimed));
   if (metrics_ && (rep->psi_some_avg10 > 0 || rep->psi_full_avg10 > 0 || rep->bytes_reclaimed)) {
     // A staged shrink watched the cgroup under its clamp: what it saw.
-    metrics_->shrink_pressure.observe({{"kind", "some"}}, rep->psi_some_avg10);
-    metrics_->shrink_pressure.observe({{"kind", "full"}}, rep->psi_full_avg10);
+    metrics_->shrink_pressure.observe({{"kind", "some"}}, rep->psi_some_avg10 / 100);
+    metrics_->shrink_pressure.observe({{"kind", "full"}}, rep->psi_full_avg10 / 100);
   }
   // memory.events over the operation and its settle period: a kill makes
   // the outcome AppliedWithOomKill.
   std::string kills;
   for (const auto& [id, ev] : rep->events) {
     if (!ev.oom_kill) continue;
-    if (metrics_) metrics_->oom_kills.inc({{"container", id}}, static_cast<double>(ev.oom_kill));
+    if (metrics_) metrics_->oom_kills.inc({}, static_cast<double>(ev.oom_kill));
     kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
   }
   const std::string kill_msg =

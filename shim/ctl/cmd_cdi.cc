@@ -1,12 +1,13 @@
 // podshimctl cdi list|validate|inject: the CDI registry as podshimd sees it.
 //
-//   podshimctl cdi list     [--spec-dir D]... [--any-owner]
-//   podshimctl cdi validate [--spec-dir D]... [--any-owner]
-//   podshimctl cdi inject   [--spec-dir D]... [--any-owner] --config FILE|- DEVICE...
+//   podshimctl cdi list     [--spec-dir D]... [--any-owner] [-o table|wide|json|yaml]
+//   podshimctl cdi validate [--spec-dir D]... [--any-owner] [-o table|wide|json|yaml]
+//   podshimctl cdi inject   [--spec-dir D]... [--any-owner] [-o json|yaml] --config FILE|- DEVICE...
 //
 // Without --spec-dir the defaults are /etc/cdi then /var/run/cdi. Spec files
 // must be owned by root, as for podshimd, unless --any-owner is given.
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,19 +16,20 @@
 
 #include "base/fs.h"
 #include "cdi/registry.h"
+#include "shim/ctl/cli.h"
 #include "shim/ctl/registry.h"
 
 namespace podshim::ctl {
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: podshimctl cdi list     [--spec-dir DIR]... [--any-owner]\n"
-    "       podshimctl cdi validate [--spec-dir DIR]... [--any-owner]\n"
-    "       podshimctl cdi inject   [--spec-dir DIR]... [--any-owner] --config FILE|- DEVICE...\n";
+const std::vector<Format> kListFormats = {Format::Table, Format::Wide, Format::Json, Format::Yaml};
+const std::vector<Format> kInjectFormats = {Format::Json, Format::Yaml};
 
 struct Args {
   std::string verb;
+  GlobalOptions global = globals();
+  Format format = Format::Table;
   cdi::RegistryOptions options;
   std::string config;
   std::vector<std::string> devices;
@@ -42,8 +44,20 @@ std::string parse_args(const std::vector<std::string>& argv, Args* a) {
   if (a->verb != "list" && a->verb != "validate" && a->verb != "inject")
     return "unknown subcommand \"" + a->verb + "\"";
   std::vector<std::string> dirs;
+  std::vector<char*> cargv;
+  for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
   for (size_t i = 1; i < argv.size(); i++) {
     const std::string& s = argv[i];
+    {
+      int at = static_cast<int>(i);
+      std::string err;
+      auto t = take_output_option(static_cast<int>(cargv.size()), cargv.data(), &at, &a->global, &err);
+      if (t == OptionResult::Error) return err;
+      if (t == OptionResult::Taken) {
+        i = static_cast<size_t>(at);
+        continue;
+      }
+    }
     auto value = [&](const char* flag, std::string* out) -> std::string {
       if (i + 1 >= argv.size()) return std::string(flag) + " needs a value";
       *out = argv[++i];
@@ -72,6 +86,12 @@ std::string parse_args(const std::vector<std::string>& argv, Args* a) {
     }
   }
   if (!dirs.empty()) a->options.spec_dirs = dirs;
+  std::string err;
+  const bool inject = a->verb == "inject";
+  auto f = resolve_format(a->global, inject ? kInjectFormats : kListFormats, inject ? Format::Json : Format::Table,
+                          &err);
+  if (!f) return err;
+  a->format = *f;
   if (a->verb == "inject") {
     if (a->config.empty()) return "inject needs --config FILE (or - for stdin)";
     if (a->devices.empty()) return "inject needs at least one DEVICE";
@@ -88,33 +108,82 @@ std::string parse_args(const std::vector<std::string>& argv, Args* a) {
 // first argument after "cdi".
 int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std::ostream& out,
                     std::ostream& err) {
+  {
+    std::vector<std::string> full = {"cdi"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    std::vector<char*> cargv;
+    for (auto& s : full) cargv.push_back(s.data());
+    if (auto h = handle_help(static_cast<int>(cargv.size()), cargv.data(), out)) return *h;
+  }
   Args a;
   if (std::string e = parse_args(argv, &a); !e.empty()) {
-    err << "podshimctl cdi: " << e << "\n" << kUsage;
+    err << "podshimctl cdi: " << e << "\n" << usage_hint("cdi");
     return kExitUsage;
   }
   cdi::Registry reg(a.options);
   reg.refresh();
 
   if (a.verb == "list") {
-    for (const auto& d : reg.devices()) out << d << "\n";
+    // The spec file each resolvable device comes from: the last one in scan
+    // order (highest priority) that defines it.
+    struct From {
+      const cdi::SpecFile* file;
+      const cdi::Device* device;
+    };
+    std::map<std::string, From> from;
+    for (const auto& f : reg.specs())
+      for (const auto& d : f->spec.devices) from[f->spec.kind + "=" + d.name] = {f.get(), &d};
+    nlohmann::json items = nlohmann::json::array();
+    Table t{{"DEVICE", "SPEC"}, {}};
+    const bool wide = a.format == Format::Wide;
+    if (wide) t.header.insert(t.header.end(), {"CDI-VERSION", "NODES"});
+    for (const auto& name : reg.devices()) {
+      nlohmann::json item = {{"name", name}};
+      std::string spec = "-", version = "-", nodes;
+      if (auto it = from.find(name); it != from.end()) {
+        spec = it->second.file->path;
+        version = it->second.file->spec.version;
+        nlohmann::json paths = nlohmann::json::array();
+        for (const auto& n : it->second.device->edits.device_nodes) {
+          paths.push_back(n.path);
+          nodes += (nodes.empty() ? "" : ",") + n.path;
+        }
+        item["spec"] = spec;
+        item["cdiVersion"] = version;
+        item["deviceNodes"] = std::move(paths);
+      }
+      items.push_back(std::move(item));
+      t.rows.push_back({name, spec});
+      if (wide) t.rows.back().insert(t.rows.back().end(), {version, nodes.empty() ? "-" : nodes});
+    }
+    print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
     size_t bad = reg.errors().size();
     if (bad) err << "podshimctl cdi: " << bad << " spec file(s) with errors; see `podshimctl cdi validate`\n";
     return kExitOk;
   }
   if (a.verb == "validate") {
     bool any_invalid = false;
+    std::map<std::string, const cdi::SpecFile*> loaded;
+    for (const auto& f : reg.specs()) loaded[f->path] = f.get();
+    nlohmann::json items = nlohmann::json::array();
+    Table t{{"STATUS", "SPEC", "ERRORS"}, {}};
+    const bool wide = a.format == Format::Wide;
+    if (wide) t.header = {"STATUS", "SPEC", "KIND", "DEVICES", "ERRORS"};
     for (const auto& v : reg.verdicts()) {
-      if (v.errors.empty()) {
-        out << "ok      " << v.path << "\n";
-        continue;
+      any_invalid |= !v.errors.empty();
+      std::string errors;
+      for (size_t i = 0; i < v.errors.size(); i++) errors += (i ? "; " : "") + v.errors[i];
+      items.push_back({{"path", v.path}, {"valid", v.errors.empty()}, {"errors", v.errors}});
+      std::vector<std::string> row = {v.errors.empty() ? "ok" : "invalid", v.path};
+      if (wide) {
+        auto it = loaded.find(v.path);
+        row.push_back(it != loaded.end() ? it->second->spec.kind : "-");
+        row.push_back(it != loaded.end() ? std::to_string(it->second->spec.devices.size()) : "-");
       }
-      any_invalid = true;
-      out << "invalid " << v.path << ": ";
-      for (size_t i = 0; i < v.errors.size(); i++) out << (i ? "; " : "") << v.errors[i];
-      out << "\n";
+      row.push_back(errors.empty() ? "-" : errors);
+      t.rows.push_back(std::move(row));
     }
-    if (reg.verdicts().empty()) err << "podshimctl cdi: no spec files found\n";
+    print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
     return any_invalid ? kExitFailure : kExitOk;
   }
 
@@ -142,6 +211,10 @@ int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std:
     err << "podshimctl cdi: " << r.error().message << "\n";
     return r.error().code == ENOENT ? kExitNotFound : kExitFailure;
   }
+  if (a.format == Format::Yaml) {
+    out << to_yaml(nlohmann::json::parse(*r));
+    return kExitOk;
+  }
   out << *r << "\n";
   return kExitOk;
 }
@@ -153,7 +226,35 @@ int cdi_main(int argc, char** argv) {
   return run_cdi_command(args, std::cin, std::cout, std::cerr);
 }
 
-CommandRegistrar reg("cdi", "list, validate and inject CDI devices (list|validate|inject)", cdi_main);
+Flag flag(std::string name, std::string value, std::string help, Complete complete = Complete::None) {
+  return Flag{.name = std::move(name), .value = std::move(value), .help = std::move(help), .complete = complete};
+}
+
+CommandRegistrar reg(Command{
+    .name = "cdi",
+    .summary = "list, validate and inject CDI devices (list|validate|inject)",
+    .run = cdi_main,
+    .description =
+        "The CDI registry as podshimd sees it, read from the spec directories (default\n"
+        "/etc/cdi, then /var/run/cdi; later wins). Spec files must be owned by root, as for\n"
+        "podshimd, unless --any-owner is given. Works offline (no podshimd needed).\n",
+    .subcommands =
+        {{.name = "list", .summary = "list the resolvable devices and the spec file of each (-o wide: "
+                                     "CDI version and device nodes)"},
+         {.name = "validate",
+          .summary = "check every spec file; exit status 1 when one is invalid (-o wide: kind and device count)"},
+         {.name = "inject",
+          .summary = "print an OCI config.json with DEVICEs' edits applied (exit status 4 for an unknown device)",
+          .args = "--config FILE|- DEVICE...",
+          .flags = {flag("--config", "FILE", "the OCI config.json to edit, - for stdin", Complete::File)},
+          .formats = kInjectFormats}},
+    .flags = {flag("--spec-dir", "DIR", "a spec directory, in increasing priority (repeatable)", Complete::Dir),
+              Flag{.name = "--any-owner", .help = "accept spec files not owned by root"}},
+    .formats = kListFormats,
+    .examples = {"podshimctl cdi list", "podshimctl cdi list --spec-dir /var/run/cdi -o wide",
+                 "podshimctl cdi validate -o json",
+                 "podshimctl cdi inject --config config.json vendor.com/gpu=gpu0 -o yaml"},
+});
 
 }  // namespace
 

@@ -7,21 +7,23 @@
 #include <string>
 #include <string_view>
 
+#include <iostream>
+
 #include <nlohmann/json.hpp>
 
 #include "base/quantity.h"
 #include "cgroup/engine.h"
+#include "shim/ctl/cli.h"
 #include "shim/ctl/registry.h"
 
 namespace podshim::ctl {
 namespace {
 
-constexpr std::string_view kUsage =
-    "usage: podshimctl cgroup-values [--cpu-request Q] [--cpu-limit Q] [--memory-limit Q]\n"
-    "                                [--weight-formula linear|quadratic] [--cgroup-driver cgroupfs|systemd]\n";
+// json first: the default, as before -o existed (scripts read it).
+const std::vector<Format> kFormats = {Format::Json, Format::Yaml, Format::Table, Format::Wide};
 
 int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "podshimctl cgroup-values: %s\n%s", msg.c_str(), std::string(kUsage).c_str());
+  std::fprintf(stderr, "podshimctl cgroup-values: %s\n%s", msg.c_str(), usage_hint("cgroup-values").c_str());
   return kExitUsage;
 }
 
@@ -29,12 +31,13 @@ int cmd_cgroup_values(int argc, char** argv) {
   cgroup::K8sResources r;
   cgroup::WeightFormula formula = cgroup::WeightFormula::Quadratic;
   bool systemd = false;
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
+  GlobalOptions g = globals();
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(std::string(kUsage).c_str(), stdout);
-      return kExitOk;
-    }
+    std::string err;
+    if (auto t = take_output_option(argc, argv, &i, &g, &err); t == OptionResult::Taken) continue;
+    else if (t == OptionResult::Error) return usage_error(err);
     std::string_view value;
     size_t eq = arg.find('=');
     std::string_view name = arg.substr(0, eq);
@@ -64,6 +67,9 @@ int cmd_cgroup_values(int argc, char** argv) {
       return usage_error("unknown option " + std::string(arg));
     }
   }
+  std::string err;
+  auto f = resolve_format(g, kFormats, Format::Json, &err);
+  if (!f) return usage_error(err);
   // A zero quantity is "unset" for limits, as in the kubelet (MilliCPUToQuota(0) = 0 → no quota).
   if (r.cpu_limit_milli == 0) r.cpu_limit_milli.reset();
   if (r.memory_limit_bytes == 0) r.memory_limit_bytes.reset();
@@ -84,13 +90,47 @@ int cmd_cgroup_values(int argc, char** argv) {
   out["cpu.max"] = v.cpu_max;
   out["memory.max"] = v.memory_max;
   out["weight_formula"] = std::string(cgroup::formula_name(formula));
-  std::fputs((out.dump(2) + "\n").c_str(), stdout);
+  out["cgroup_driver"] = systemd ? "systemd" : "cgroupfs";
+  if (*f == Format::Json || *f == Format::Yaml) {
+    std::cout << render_document(out, *f);
+    return kExitOk;
+  }
+  Table t{{"CPU.WEIGHT", "CPU.MAX", "MEMORY.MAX"}, {}};
+  auto str = [&](const char* k) { return out[k].get<std::string>(); };
+  t.rows.push_back({str("cpu.weight"), str("cpu.max"), str("memory.max")});
+  if (*f == Format::Wide) {
+    t.header.insert(t.header.end(), {"WEIGHT-FORMULA", "CGROUP-DRIVER"});
+    t.rows.back().insert(t.rows.back().end(), {str("weight_formula"), str("cgroup_driver")});
+  }
+  std::cout << render_table(t);
   return kExitOk;
 }
 
-CommandRegistrar reg("cgroup-values",
-                     "print the cpu.weight, cpu.max and memory.max podshim writes for given quantities",
-                     cmd_cgroup_values);
+Flag value_flag(std::string name, std::string value, std::string help, std::vector<std::string> choices = {}) {
+  return Flag{.name = std::move(name), .value = std::move(value), .help = std::move(help),
+              .choices = std::move(choices)};
+}
+
+CommandRegistrar reg(Command{
+    .name = "cgroup-values",
+    .summary = "print the cpu.weight, cpu.max and memory.max podshim writes for given quantities",
+    .run = cmd_cgroup_values,
+    .description =
+        "Prints the exact strings podshim writes to cpu.weight, cpu.max and memory.max for\n"
+        "these Kubernetes quantities (JSON by default). A quantity the kernel would refuse or\n"
+        "silently change is refused with the kernel's limit, exit status 2. Works offline.\n"
+        "-o table prints one row; -o wide adds the weight formula and the cgroup driver.\n",
+    .flags = {value_flag("--cpu-request", "Q", "cpu request, e.g. 250m"),
+              value_flag("--cpu-limit", "Q", "cpu limit, e.g. 1"),
+              value_flag("--memory-limit", "Q", "memory limit, e.g. 512Mi"),
+              value_flag("--weight-formula", "F", "shares to cpu.weight: linear or quadratic (default quadratic)",
+                         {"linear", "quadratic"}),
+              value_flag("--cgroup-driver", "D", "cgroupfs or systemd (systemd rounds cpu.max as systemd does)",
+                         {"cgroupfs", "systemd"})},
+    .formats = kFormats,
+    .examples = {"podshimctl cgroup-values --cpu-request 250m --cpu-limit 1 --memory-limit 512Mi",
+                 "podshimctl cgroup-values --cpu-limit 125m --cgroup-driver systemd -o wide"},
+});
 
 }  // namespace
 }  // namespace podshim::ctl

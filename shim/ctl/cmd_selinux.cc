@@ -2,7 +2,7 @@
 // injected mounts.
 //
 //   podshimctl selinux mount-label --process-label LABEL [--shared]
-//                                  [--file-type TYPE] [--mount-option]
+//                                  [--file-type TYPE] [--mount-option] [-o json|yaml]
 //
 // Prints system_u:object_r:<file type>:<level>, where the level is the
 // container's MCS level (private, like :Z) or s0 with --shared (like :z).
@@ -11,21 +11,24 @@
 // (to plan for other nodes); podshim itself would then apply none, and a note
 // on stderr says so.
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "selinux/label.h"
 #include "selinux/mounts.h"
+#include "shim/ctl/cli.h"
 #include "shim/ctl/registry.h"
 
 namespace podshim::ctl {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: podshimctl selinux mount-label --process-label LABEL [--shared]\n"
-    "                                      [--file-type TYPE] [--mount-option]\n";
+// Default: the label alone, one line (for scripts and mount -o).
+const std::vector<Format> kFormats = {Format::Json, Format::Yaml};
 
 struct Args {
+  GlobalOptions global = globals();
+  Format format = Format::Json;  // with -o
   std::string process_label;
   bool have_label = false;
   bool shared = false;
@@ -40,6 +43,9 @@ std::string parse_args(int argc, char** argv, Args* a) {
   if (verb != "mount-label") return "unknown subcommand \"" + verb + "\"";
   for (int i = 2; i < argc; ++i) {
     std::string s = argv[i];
+    std::string err;
+    if (auto t = take_output_option(argc, argv, &i, &a->global, &err); t == OptionResult::Taken) continue;
+    else if (t == OptionResult::Error) return err;
     auto value = [&](const std::string& flag, std::string* out) -> std::string {
       if (i + 1 >= argc) return flag + " needs a value";
       *out = argv[++i];
@@ -64,17 +70,18 @@ std::string parse_args(int argc, char** argv, Args* a) {
     }
   }
   if (!a->have_label) return "mount-label needs --process-label LABEL";
+  std::string err;
+  auto f = resolve_format(a->global, kFormats, Format::Json, &err);
+  if (!f) return err;
+  a->format = *f;
   return "";
 }
 
 int run(int argc, char** argv) {
-  if (argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    std::cout << kUsage;
-    return kExitOk;
-  }
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
   Args a;
   if (auto e = parse_args(argc, argv, &a); !e.empty()) {
-    std::cerr << "podshimctl selinux: " << e << "\n" << kUsage;
+    std::cerr << "podshimctl selinux: " << e << "\n" << usage_hint("selinux");
     return kExitUsage;
   }
   auto proc = selinux::Label::parse(a.process_label);
@@ -89,14 +96,43 @@ int run(int argc, char** argv) {
     std::cerr << "podshimctl selinux: " << l.error().message << "\n";
     return kExitFailure;
   }
-  std::cout << (a.mount_option ? selinux::context_option(*l) : l->str()) << "\n";
+  if (a.global.output) {
+    nlohmann::json j = {{"label", l->str()},
+                        {"mountOption", selinux::context_option(*l)},
+                        {"selinuxEnabled", selinux::selinux_enabled()}};
+    std::cout << render_document(j, a.format);
+  } else {
+    std::cout << (a.mount_option ? selinux::context_option(*l) : l->str()) << "\n";
+  }
   if (!selinux::selinux_enabled())
     std::cerr << "note: SELinux is disabled on this host; podshim would apply no label here\n";
   return kExitOk;
 }
 
-CommandRegistrar reg("selinux",
-                     "print the SELinux label podshim gives a container's injected mounts", run);
+CommandRegistrar reg(Command{
+    .name = "selinux",
+    .summary = "print the SELinux label podshim gives a container's injected mounts",
+    .run = run,
+    .description =
+        "Prints system_u:object_r:<file type>:<level>, where the level is the container's MCS\n"
+        "level (private, like :Z) or s0 with --shared (like :z). The label is printed even when\n"
+        "SELinux is disabled on this host (to plan for other nodes); a note on stderr says\n"
+        "podshim would apply none here. -o json|yaml prints the label, the mount option and\n"
+        "whether SELinux is enabled here.\n",
+    .subcommands = {{.name = "mount-label",
+                     .summary = "the label for the injected mounts of a container with process label LABEL",
+                     .args = "--process-label LABEL",
+                     .flags = {Flag{.name = "--process-label", .value = "LABEL",
+                                    .help = "the container's process label, e.g. system_u:system_r:container_t:s0:c1,c2"},
+                               Flag{.name = "--shared", .help = "shared between containers (level s0, like :z)"},
+                               Flag{.name = "--file-type", .value = "TYPE",
+                                    .help = "file type (default container_file_t)"},
+                               Flag{.name = "--mount-option", .help = "print it as a context=\"...\" mount option"}}}},
+    .formats = kFormats,
+    .examples = {"podshimctl selinux mount-label --process-label system_u:system_r:container_t:s0:c1,c2",
+                 "podshimctl selinux mount-label --process-label system_u:system_r:container_t:s0:c1,c2 --shared -o json"},
+    .plain_output = "the label alone",
+});
 
 }  // namespace
 }  // namespace podshim::ctl

@@ -1,5 +1,6 @@
 // podshimctl status: is podshimd up, ready, and how many objects it holds.
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <regex>
 
@@ -10,12 +11,18 @@
 namespace podshim::ctl {
 namespace {
 
-// The cpu.weight formula per runtime, from podshim_cpu_weight_formula and
-// _samples in /metrics (weight_formula: auto learns it from the runtime).
-nlohmann::json weight_formulas(const std::string& metrics) {
-  static const std::regex series(R"re(^podshim_cpu_weight_formula(_samples)?\{([^}]*)\} (\S+)$)re");
+const std::vector<Format> kFormats = {Format::Table, Format::Wide, Format::Json, Format::Yaml};
+
+struct Series {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Every series of the families in `names` in a Prometheus text exposition.
+std::multimap<std::string, Series> series_of(const std::string& metrics, const std::regex& names) {
+  static const std::regex line_re(R"re(^(\w+)(?:\{([^}]*)\})? (\S+)$)re");
   static const std::regex label(R"re((\w+)="((?:[^"\\]|\\.)*)")re");
-  std::map<std::string, nlohmann::json> by_runtime;
+  std::multimap<std::string, Series> out;
   size_t start = 0;
   while (start < metrics.size()) {
     size_t end = metrics.find('\n', start);
@@ -23,19 +30,36 @@ nlohmann::json weight_formulas(const std::string& metrics) {
     std::string line = metrics.substr(start, end - start);
     start = end + 1;
     std::smatch m;
-    if (!std::regex_match(line, m, series)) continue;
-    std::map<std::string, std::string> l;
+    if (line.empty() || line[0] == '#' || !std::regex_match(line, m, line_re)) continue;
+    if (!std::regex_match(m[1].str(), names)) continue;
+    Series s;
     std::string labels = m[2];
-    for (std::sregex_iterator it(labels.begin(), labels.end(), label), e; it != e; ++it) l[(*it)[1]] = (*it)[2];
+    for (std::sregex_iterator it(labels.begin(), labels.end(), label), e; it != e; ++it) s.labels[(*it)[1]] = (*it)[2];
+    try {
+      s.value = std::stod(m[3]);
+    } catch (...) {
+      continue;
+    }
+    out.emplace(m[1], std::move(s));
+  }
+  return out;
+}
+
+// The cpu.weight formula per runtime, from podshim_cpu_weight_formula and
+// _samples in /metrics (weight_formula: auto learns it from the runtime).
+nlohmann::json weight_formulas(const std::multimap<std::string, Series>& all) {
+  std::map<std::string, nlohmann::json> by_runtime;
+  for (const auto& [name, s] : all) {
+    if (name != "podshim_cpu_weight_formula" && name != "podshim_cpu_weight_formula_samples") continue;
+    auto l = s.labels;
     auto& j = by_runtime[l["runtime"]];
     j["runtime"] = l["runtime"];
-    double v = std::stod(m[3]);
-    if (m[1].matched)
-      j["samples"][l["vote"]] = static_cast<uint64_t>(v);
-    else {
+    if (name == "podshim_cpu_weight_formula_samples") {
+      j["samples"][l["vote"]] = static_cast<uint64_t>(s.value);
+    } else {
       j["formula"] = l["formula"];
       j["source"] = l["source"];
-      j["current"] = v == 1;
+      j["current"] = s.value == 1;
     }
   }
   nlohmann::json out = nlohmann::json::array();
@@ -44,32 +68,38 @@ nlohmann::json weight_formulas(const std::string& metrics) {
   return out;
 }
 
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
 int run_status(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::puts("Usage: podshimctl status [-o json]\n\nShows whether podshimd is healthy and ready, and how "
-                "many pods and containers it tracks, and the cpu.weight formula it reads container cgroups with\n"
-                "(per runtime; with weight_formula: auto, learned from the weights the runtime wrote).");
-      return kExitOk;
-    }
-    if (!take_common_option(argc, argv, &i)) {
-      std::fprintf(stderr, "podshimctl status: unknown argument '%s'\n", argv[i]);
-      return kExitUsage;
-    }
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
+  GlobalOptions g = globals();
+  int rc = parse_command_line("status", argc, argv, &g, [&](int i) {
+    std::fprintf(stderr, "podshimctl status: unknown argument '%s'\nTry 'podshimctl status --help'.\n", argv[i]);
+    return false;
+  });
+  if (rc != kExitOk) return rc;
+  std::string err;
+  auto f = resolve_format(g, kFormats, Format::Table, &err);
+  if (!f) {
+    std::fprintf(stderr, "podshimctl status: %s\n", err.c_str());
+    return kExitUsage;
   }
   status::ClientOptions o;
-  o.socket_path = socket_path();
+  o.socket_path = socket_path(g);
   auto health = status::http_request(o, "GET", "/healthz");
   if (!health) {
     std::fprintf(stderr, "podshimctl: podshimd unreachable at %s: %s\n", o.socket_path.c_str(),
                  health.error().message.c_str());
-    return kExitUnavailable;
+    return kExitNoAccess;
+  }
+  if (health->status == 403) {
+    std::fprintf(stderr, "podshimctl: podshimd denied GET /healthz (HTTP 403)\n");
+    return kExitNoAccess;
   }
   auto ready = status::http_request(o, "GET", "/readyz");
-  int rc = kExitOk;
   nlohmann::json pods, containers;
-  if (!call("GET", "/v1/pods", {}, &pods, &rc) || !call("GET", "/v1/containers", {}, &containers, &rc)) return rc;
+  if (!call(g, "GET", "/v1/pods", {}, &pods, &rc) || !call(g, "GET", "/v1/containers", {}, &containers, &rc))
+    return rc;
   size_t pending = 0, in_progress = 0, restart = 0;
   for (const auto& c : containers["items"]) {
     for (const auto& k : c["conditions"]) (k["type"] == "PodResizePending" ? pending : in_progress)++;
@@ -77,7 +107,11 @@ int run_status(int argc, char** argv) {
   }
   bool is_ready = ready && ready->status == 200;
   auto metrics = status::http_request(o, "GET", "/metrics");
-  nlohmann::json formulas = metrics && metrics->status == 200 ? weight_formulas(metrics->body) : nlohmann::json::array();
+  static const std::regex families(
+      "podshim_cpu_weight_formula(_samples)?|podshim_nri_enabled|podshim_nri_connected|podshim_build_info");
+  auto all = metrics && metrics->status == 200 ? series_of(metrics->body, families)
+                                               : std::multimap<std::string, Series>{};
+  nlohmann::json formulas = weight_formulas(all);
   nlohmann::json j{{"socket", o.socket_path},
                    {"healthy", health->status == 200},
                    {"ready", is_ready},
@@ -87,33 +121,68 @@ int run_status(int argc, char** argv) {
                    {"resizeInProgress", in_progress},
                    {"restartRequired", restart},
                    {"weightFormulas", formulas}};
-  if (output_json()) {
-    std::printf("%s\n", j.dump(2).c_str());
+  // Node-level facts from /metrics, when podshimd exports them.
+  if (auto e = all.find("podshim_nri_enabled"); e != all.end()) {
+    j["nri"]["enabled"] = e->second.value == 1;
+    if (auto c = all.find("podshim_nri_connected"); c != all.end()) j["nri"]["connected"] = c->second.value == 1;
+  }
+  if (auto b = all.find("podshim_build_info"); b != all.end()) j["podshimdBuild"] = b->second.labels;
+  if (*f == Format::Json || *f == Format::Yaml) {
+    std::cout << render_document(j, *f);
   } else {
     std::printf("socket:             %s\n", o.socket_path.c_str());
-    std::printf("healthy:            %s\n", health->status == 200 ? "yes" : "no");
-    std::printf("ready:              %s\n", is_ready ? "yes" : "no");
+    std::printf("healthy:            %s\n", yes_no(health->status == 200).c_str());
+    std::printf("ready:              %s\n", yes_no(is_ready).c_str());
+    if (*f == Format::Wide && !is_ready && ready)
+      std::printf("not ready because:  %s\n", ready->body.substr(0, ready->body.find('\n')).c_str());
     std::printf("pods:               %zu\n", pods["items"].size());
     std::printf("containers:         %zu\n", containers["items"].size());
     std::printf("resize pending:     %zu\n", pending);
     std::printf("resize in progress: %zu\n", in_progress);
     std::printf("restart required:   %zu\n", restart);
-    for (const auto& f : formulas) {
-      std::string rt = f.value("runtime", "");
+    for (const auto& fm : formulas) {
+      std::string rt = fm.value("runtime", "");
       std::string samples;
-      if (f.contains("samples"))
+      if (fm.contains("samples"))
         samples = fmt::format("; containers matching linear {}, quadratic {}, both {}, neither {}",
-                              f["samples"].value("linear", 0), f["samples"].value("quadratic", 0),
-                              f["samples"].value("both", 0), f["samples"].value("neither", 0));
-      std::printf("cpu.weight formula: %s (%s%s%s)%s\n", f.value("formula", "").c_str(),
-                  f.value("source", "").c_str(), rt.empty() ? "" : ", ", rt.c_str(),
-                  f.value("current", false) ? samples.c_str() : "; earlier runtime");
+                              fm["samples"].value("linear", 0), fm["samples"].value("quadratic", 0),
+                              fm["samples"].value("both", 0), fm["samples"].value("neither", 0));
+      std::printf("cpu.weight formula: %s (%s%s%s)%s\n", fm.value("formula", "").c_str(),
+                  fm.value("source", "").c_str(), rt.empty() ? "" : ", ", rt.c_str(),
+                  fm.value("current", false) ? samples.c_str() : "; earlier runtime");
+    }
+    if (*f == Format::Wide) {
+      if (j.contains("nri")) {
+        bool on = j["nri"]["enabled"];
+        std::printf("nri:                %s\n",
+                    !on ? "off (hooks-only mode)" : j["nri"].value("connected", false) ? "enabled, connected"
+                                                                                       : "enabled, not connected");
+      }
+      if (j.contains("podshimdBuild")) {
+        std::string b;
+        for (const auto& [k, v] : j["podshimdBuild"].items()) b += (b.empty() ? "" : " ") + k + "=" + v.get<std::string>();
+        std::printf("podshimd build:     %s\n", b.c_str());
+      }
+      std::printf("podshimctl version: %.*s\n", static_cast<int>(version().size()), version().data());
     }
   }
   return health->status == 200 && is_ready ? kExitOk : kExitFailure;
 }
 
-const CommandRegistrar reg("status", "show podshimd's health, readiness and counts", run_status);
+const CommandRegistrar reg(Command{
+    .name = "status",
+    .summary = "show podshimd's health, readiness and counts",
+    .run = run_status,
+    .description =
+        "Shows whether podshimd is healthy and ready, how many pods and containers it tracks,\n"
+        "and the cpu.weight formula it reads container cgroups with (per runtime; with\n"
+        "weight_formula: auto, learned from the weights the runtime wrote). -o wide adds why\n"
+        "podshimd is not ready, NRI's state and the versions. Exit status 1 when podshimd is\n"
+        "not healthy or not ready (the DaemonSet's probes run this).\n",
+    .flags = {socket_flag()},
+    .formats = kFormats,
+    .examples = {"podshimctl status", "podshimctl status -o wide", "podshimctl status -o json"},
+});
 
 }  // namespace
 }  // namespace podshim::ctl

@@ -1,5 +1,6 @@
 // podshimctl watch: follow podshimd's event stream (GET /v1/watch).
 #include <cstdio>
+#include <iostream>
 
 #include "shim/ctl/common.h"
 
@@ -8,65 +9,96 @@ namespace {
 
 using nlohmann::json;
 
+const std::vector<Format> kFormats = {Format::Table, Format::Wide, Format::Json, Format::Yaml};
+
 int run_watch(int argc, char** argv) {
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
+  GlobalOptions g = globals();
   long max_events = -1;
-  for (int i = 1; i < argc; ++i) {
+  int rc = parse_command_line("watch", argc, argv, &g, [&](int& i) {
     std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::puts("Usage: podshimctl watch [--count N] [-o json]\n\n"
-                "Prints podshimd's events as they happen, in order: one JSON object per line\n"
-                "with -o json, a summary line otherwise. The first event is a Bookmark with the\n"
-                "sequence number the stream starts after. --count N exits after N events.");
-      return kExitOk;
-    }
+    std::string v;
     if (a == "--count" && i + 1 < argc) {
-      char* end = nullptr;
-      max_events = std::strtol(argv[++i], &end, 10);
-      if (*end || max_events <= 0) {
-        std::fprintf(stderr, "podshimctl watch: --count wants a positive number\n");
-        return kExitUsage;
-      }
-      continue;
+      v = argv[++i];
+    } else if (a.starts_with("--count=")) {
+      v = std::string(a.substr(8));
+    } else {
+      std::fprintf(stderr, "podshimctl watch: unknown argument '%s'\nTry 'podshimctl watch --help'.\n", argv[i]);
+      return false;
     }
-    if (!take_common_option(argc, argv, &i)) {
-      std::fprintf(stderr, "podshimctl watch: unknown argument '%s'\n", argv[i]);
-      return kExitUsage;
+    char* end = nullptr;
+    max_events = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || max_events <= 0) {
+      std::fprintf(stderr, "podshimctl watch: --count wants a positive number, not '%s'\n", v.c_str());
+      return false;
     }
+    return true;
+  });
+  if (rc != kExitOk) return rc;
+  std::string err;
+  auto f = resolve_format(g, kFormats, Format::Table, &err);
+  if (!f) {
+    std::fprintf(stderr, "podshimctl watch: %s\n", err.c_str());
+    return kExitUsage;
   }
   status::ClientOptions o;
-  o.socket_path = socket_path();
-  bool json_out = output_json();
+  o.socket_path = socket_path(g);
   long seen = 0;
   auto r = status::http_stream_lines(o, "/v1/watch", [&](std::string_view line) {
-    if (json_out) {
+    if (*f == Format::Json) {
       std::printf("%.*s\n", static_cast<int>(line.size()), line.data());
     } else {
       json e = json::parse(line, nullptr, false);
       if (e.is_discarded()) return true;
-      std::string id, extra;
-      if (e.contains("container")) {
-        const auto& c = e["container"];
-        id = c.value("id", "");
-        extra = " gen=" + std::to_string(c.value("generation", 0)) + " " + fmt_conditions(c);
-      } else if (e.contains("pod")) {
-        id = e["pod"].value("uid", "");
+      if (*f == Format::Yaml) {
+        std::printf("---\n%s", to_yaml(e).c_str());
+      } else {
+        std::string id, extra;
+        if (e.contains("container")) {
+          const auto& c = e["container"];
+          id = c.value("id", "");
+          extra = " gen=" + std::to_string(c.value("generation", 0)) + " " + fmt_conditions(c);
+          if (*f == Format::Wide)
+            extra += " pod=" + c.value("podUid", "") + " outcome=" + c.value("lastResizeOutcome", "") +
+                     " cgroup=" + c.value("cgroupPath", "");
+        } else if (e.contains("pod")) {
+          id = e["pod"].value("uid", "");
+          if (*f == Format::Wide)
+            extra = " " + e["pod"].value("namespace", "") + "/" + e["pod"].value("name", "") +
+                    " cgroup=" + e["pod"].value("cgroupPath", "");
+        }
+        std::printf("%-8llu %-18s %s%s\n", static_cast<unsigned long long>(e.value("seq", 0ULL)),
+                    e.value("type", "").c_str(), id.c_str(), extra.c_str());
       }
-      std::printf("%-8llu %-18s %s%s\n", static_cast<unsigned long long>(e.value("seq", 0ULL)),
-                  e.value("type", "").c_str(), id.c_str(), extra.c_str());
     }
     std::fflush(stdout);
     return max_events < 0 || ++seen < max_events;
   });
   if (!r) {
+    const std::string& m = r.error().message;
     bool unreachable = r.error().code != EPROTO;
-    std::fprintf(stderr, "podshimctl: %s%s\n", unreachable ? "podshimd unreachable: " : "",
-                 r.error().message.c_str());
-    return unreachable ? kExitUnavailable : kExitFailure;
+    std::fprintf(stderr, "podshimctl: %s%s\n", unreachable ? "podshimd unreachable: " : "", m.c_str());
+    if (unreachable) return kExitNoAccess;
+    // "HTTP 403: ..." from a non-200 answer.
+    if (m.starts_with("HTTP ") && m.size() >= 8) return exit_for_http_status(std::atoi(m.c_str() + 5));
+    return kExitFailure;
   }
   return kExitOk;
 }
 
-const CommandRegistrar reg("watch", "stream podshimd's events (resizes, registrations) as they happen", run_watch);
+const CommandRegistrar reg(Command{
+    .name = "watch",
+    .summary = "stream podshimd's events (resizes, registrations) as they happen",
+    .run = run_watch,
+    .description =
+        "Prints podshimd's events as they happen, in order: one JSON object per line with\n"
+        "-o json, one YAML document per event with -o yaml, a summary line otherwise (-o wide\n"
+        "adds the pod, last outcome and cgroup). The first event is a Bookmark with the\n"
+        "sequence number the stream starts after.\n",
+    .flags = {Flag{.name = "--count", .value = "N", .help = "exit after N events"}, socket_flag()},
+    .formats = kFormats,
+    .examples = {"podshimctl watch", "podshimctl watch --count 1 -o json", "podshimctl watch -o yaml"},
+});
 
 }  // namespace
 }  // namespace podshim::ctl

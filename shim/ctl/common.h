@@ -1,5 +1,6 @@
 // Shared plumbing for podshimctl's status-socket commands (status, get,
-// resize, watch): global options, the request helper, exit-code mapping.
+// resize, watch): the request helper, the HTTP status → exit code mapping,
+// quantity and condition formatting.
 #pragma once
 
 #include <cstdio>
@@ -8,38 +9,38 @@
 #include <string>
 #include <string_view>
 
+#include "shim/ctl/cli.h"
 #include "shim/ctl/registry.h"
 #include "shim/status/client.h"
 
 namespace podshim::ctl {
 
-// Set by main from --socket / -o before the subcommand runs (environment, so
-// subcommands written by others can read them too).
-inline constexpr const char* kEnvSocket = "PODSHIMCTL_SOCKET";
-inline constexpr const char* kEnvOutput = "PODSHIMCTL_OUTPUT";
-
-inline std::string socket_path() {
-  const char* s = std::getenv(kEnvSocket);
-  return s && *s ? s : std::string(core::kDefaultSocketPath);
+inline std::string socket_path(const GlobalOptions& o) {
+  return o.socket.empty() ? std::string(core::kDefaultSocketPath) : o.socket;
 }
 
-inline bool output_json() {
-  const char* o = std::getenv(kEnvOutput);
-  return o && std::string_view(o) == "json";
+// The exit code for an HTTP error status from podshimd (registry.h's table).
+inline int exit_for_http_status(int status) {
+  switch (status) {
+    case 403: return kExitNoAccess;
+    case 404: return kExitNotFound;
+    case 409: return kExitNotAdmitted;
+    default: return status >= 400 ? kExitFailure : kExitOk;
+  }
 }
 
 // Performs a request; on transport failure prints why and sets *exit_code to
-// kExitUnavailable. On an HTTP error prints the server's message and maps
-// 404 → kExitNotFound, 400 → kExitFailure, others → kExitFailure.
-inline bool call(std::string_view method, std::string_view target, std::string_view body,
+// kExitNoAccess. On an HTTP error prints the server's message and sets
+// *exit_code by exit_for_http_status.
+inline bool call(const GlobalOptions& g, std::string_view method, std::string_view target, std::string_view body,
                  nlohmann::json* out, int* exit_code) {
   status::ClientOptions o;
-  o.socket_path = socket_path();
+  o.socket_path = socket_path(g);
   auto r = status::http_request(o, method, target, body);
   if (!r) {
     std::fprintf(stderr, "podshimctl: podshimd unreachable at %s: %s\n", o.socket_path.c_str(),
                  r.error().message.c_str());
-    *exit_code = kExitUnavailable;
+    *exit_code = kExitNoAccess;
     return false;
   }
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
@@ -47,33 +48,33 @@ inline bool call(std::string_view method, std::string_view target, std::string_v
     std::string msg = !j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()
                           ? j["error"].get<std::string>()
                           : r->body;
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     std::fprintf(stderr, "podshimctl: %s (HTTP %d)\n", msg.c_str(), r->status);
-    *exit_code = r->status == 404 ? kExitNotFound : kExitFailure;
+    *exit_code = exit_for_http_status(r->status);
     return false;
   }
   if (out) *out = j.is_discarded() ? nlohmann::json(r->body) : j;
   return true;
 }
 
-}  // namespace podshim::ctl
-
-namespace podshim::ctl {
-
-// Consumes "-o FORMAT"/"--socket PATH" that appear after the subcommand too,
-// so `podshimctl get containers -o json` works. Returns false on a bad value.
-inline bool take_common_option(int argc, char** argv, int* i) {
-  std::string_view a = argv[*i];
-  if ((a == "-o" || a == "--output" || a == "--socket") && *i + 1 < argc) {
-    std::string_view v = argv[++*i];
-    if (a == "--socket") {
-      setenv(kEnvSocket, argv[*i], 1);
-      return true;
+// Parses a command's arguments after argv[0]: -h/--help is left to
+// handle_help, the global options (-o, --socket) go to *g, everything else to
+// `other(i)`, which returns false to stop with kExitUsage (it printed why).
+// Returns kExitOk or kExitUsage.
+template <typename Other>
+int parse_command_line(std::string_view who, int argc, char** argv, GlobalOptions* g, Other&& other) {
+  for (int i = 1; i < argc; ++i) {
+    std::string err;
+    switch (take_global_option(argc, argv, &i, g, &err)) {
+      case OptionResult::Taken: continue;
+      case OptionResult::Error:
+        std::fprintf(stderr, "podshimctl %.*s: %s\n", static_cast<int>(who.size()), who.data(), err.c_str());
+        return kExitUsage;
+      case OptionResult::NotMine: break;
     }
-    if (v != "json" && v != "table") return false;
-    setenv(kEnvOutput, argv[*i], 1);
-    return true;
+    if (!other(i)) return kExitUsage;
   }
-  return false;
+  return kExitOk;
 }
 
 inline std::string fmt_cpu(const nlohmann::json& r, const char* key) {

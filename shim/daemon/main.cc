@@ -26,6 +26,7 @@
 #include "shim/status/metrics_listener.h"
 #include "shim/status/server.h"
 #include "shim/daemon/nri_glue.h"
+#include "base/guard.h"
 
 namespace {
 
@@ -175,7 +176,7 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
   auto* d = static_cast<Daemon*>(userdata);
   if (si->ssi_signo == SIGHUP) {
     sd_notify(0, "RELOADING=1");
-    reload(*d);
+    contain("SIGHUP reload", [&] { reload(*d); });
     sd_notify(0, "READY=1");
     return 0;
   }
@@ -240,12 +241,12 @@ int parse_args(int argc, char** argv, Args* a) {
 void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<void()> fn) {
   auto* w = new std::function<void()>(std::move(fn));
   auto run_time = [](sd_event_source* s, uint64_t, void* userdata) -> int {
-    (*static_cast<std::function<void()>*>(userdata))();
+    contain("scheduled work", *static_cast<std::function<void()>*>(userdata));
     sd_event_source_unref(s);
     return 0;
   };
   auto run_defer = [](sd_event_source* s, void* userdata) -> int {
-    (*static_cast<std::function<void()>*>(userdata))();
+    contain("deferred work", *static_cast<std::function<void()>*>(userdata));
     sd_event_source_unref(s);
     return 0;
   };
@@ -405,12 +406,20 @@ int run(Daemon& d) {
   deps.resize = d.resize.get();
   deps.metrics = &d.metrics;
   deps.ready = [&d] { return d.ready; };
-  deps.extra_metrics = [&d](std::string& out) { d.container_metrics->render(out); };
+  deps.extra_metrics = [&d](std::string& out) {
+    d.container_metrics->render(out);
+    out += fmt::format(
+        "# HELP podshim_log_messages_suppressed_total Log records dropped by a rate limit (repeated warnings a "
+        "client can trigger).\n# TYPE podshim_log_messages_suppressed_total counter\n"
+        "podshim_log_messages_suppressed_total {}\n",
+        log::suppressed_total());
+  };
   if (auto* ea = dynamic_cast<core::EngineActuator*>(d.actuator.get()); ea && ea->formulas()) {
     deps.before_metrics = [&d, f = ea->formulas()] { core::export_weight_formulas(d.metrics, *f); };
   }
   // The TCP listener serves the same families as the status socket's /metrics.
   auto before_metrics = deps.before_metrics;
+  auto extra_metrics = deps.extra_metrics;
   deps.cgroup_root = d.cfg.cgroup_root;
   deps.cgroup_driver = d.cfg.cgroup_driver;
   auto server = status::Server::start(d.loop, std::move(*so), deps);
@@ -420,12 +429,12 @@ int run(Daemon& d) {
   }
   d.server = std::move(*server);
   if (!d.cfg.metrics_listen.empty()) {
-    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d, before_metrics] {
+    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d, before_metrics, extra_metrics] {
       d.metrics.containers.set({}, static_cast<double>(d.store->container_count()));
       d.metrics.pods.set({}, static_cast<double>(d.store->pods().size()));
       if (before_metrics) before_metrics();
       std::string out = d.metrics.render();
-      d.container_metrics->render(out);
+      extra_metrics(out);
       return out;
     });
     if (!ml) {

@@ -102,7 +102,7 @@ Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& a) 
 std::string_view usage() {
   return "Usage: podshim-hook [--strict] [--socket PATH] [--timeout-ms MS] [--record FILE] [--no-seccomp]\n"
          "                    createRuntime|prestart|poststop\n"
-         "       podshim-hook --help\n"
+         "       podshim-hook --help | --version\n"
          "\n"
          "The OCI hook for CRI-O/podman hooks.d (and podshimd's NRI mode). Reads the OCI\n"
          "state from stdin. createRuntime (or prestart, the same): label CDI mounts, check\n"
@@ -114,6 +114,12 @@ std::string_view usage() {
          "  --record FILE    append one JSON line describing the parsed state (debugging)\n"
          "  --no-seccomp     do not install the syscall allow-list (debugging)\n"
          "  --help           this text\n"
+         "  --version        print the version\n"
+         "\n"
+         "Exit status:\n"
+         "  0  done (without --strict, a registration podshimd did not take is a warning)\n"
+         "  1  failed: one \"<3>podshim-hook: ...\" line on stderr; the runtime fails the container\n"
+         "  2  bad command line\n"
          "\n"
          "Container ids and pod uids: 1..128 characters of [A-Za-z0-9_.-], not starting\n"
          "with '.' (podshimd's limits). See podshim-hook(8).\n";
@@ -130,6 +136,9 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
     };
     if (a == "--help" || a == "-h") {
       o.help = true;
+      return o;
+    } else if (a == "--version") {
+      o.version = true;
       return o;
     } else if (a == "--strict") {
       o.strict = true;

@@ -40,7 +40,8 @@ struct Options {
   std::string record_path;
   // Skip the syscall allow-list (debugging; docs/security.md).
   bool no_seccomp = false;
-  bool help = false;  // --help: print usage() and exit 0
+  bool help = false;     // --help: print usage() and exit 0
+  bool version = false;  // --version: print the version and exit 0
 };
 
 // The --help text.
@@ -83,7 +84,7 @@ Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& ann
 Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps& deps);
 
 // Parses argv (without argv[0]): [--strict] [--socket PATH] [--timeout-ms N]
-// [--record FILE] [--no-seccomp] STAGE, or --help alone.
+// [--record FILE] [--no-seccomp] STAGE, or --help or --version alone.
 Result<Options> parse_args(const std::vector<std::string_view>& args);
 
 }  // namespace podshim::hook

@@ -24,7 +24,16 @@
 namespace hook = podshim::hook;
 namespace plog = podshim::log;
 
+#ifndef PODSHIM_VERSION
+#error "PODSHIM_VERSION must be defined (meson's project version, shim/hook/meson.build)"
+#endif
+
 namespace {
+
+// Exit statuses, as usage() and podshim-hook(8) list them.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
 
 // runc hands a hook a pipe for stderr and quotes it in its error; crun 1.8.1
 // gives it /dev/null unless the container carries the run.oci.hooks.stderr
@@ -56,23 +65,28 @@ int main(int argc, char** argv) {
   auto opts = hook::parse_args(args);
   if (!opts) {
     plog::err("podshim-hook: {}", opts.error().message);
-    return 2;
+    return kExitUsage;
   }
   if (opts->help) {
     (void)!::write(STDOUT_FILENO, hook::usage().data(), hook::usage().size());
-    return 0;
+    return kExitOk;
+  }
+  if (opts->version) {
+    static constexpr std::string_view kVersion = "podshim-hook " PODSHIM_VERSION "\n";
+    (void)!::write(STDOUT_FILENO, kVersion.data(), kVersion.size());
+    return kExitOk;
   }
   // Least privilege before reading anything a runtime hands us: keep only
   // what relabelling needs (docs/security.md), then confine the syscalls.
   if (auto r = podshim::security::restrict_capabilities_if_held({CAP_FOWNER, CAP_DAC_READ_SEARCH}); !r) {
     plog::err("podshim-hook: dropping capabilities: {}", r.error().message);
-    return 1;
+    return kExitFailure;
   }
   if (!opts->no_seccomp) {
     // The filter was compiled from security::hook_profile() at build time.
     if (auto r = hook::install_hook_seccomp(); !r) {
       plog::err("podshim-hook: installing the seccomp filter: {}", r.error().message);
-      return 1;
+      return kExitFailure;
     }
   }
   // read_fd fails past the cap, so an oversized state is refused, never truncated.
@@ -80,12 +94,12 @@ int main(int argc, char** argv) {
   if (!input) {
     plog::err("podshim-hook {}: reading the OCI state from stdin: {}", hook::to_string(opts->stage),
              input.error().message);
-    return 1;
+    return kExitFailure;
   }
   auto root = podshim::fs::open_dir("/");
   if (!root) {
     plog::err("podshim-hook: {}", root.error().message);
-    return 1;
+    return kExitFailure;
   }
   auto registrar = hook::make_socket_registrar(opts->socket_path, opts->timeout);
   auto labeler = hook::make_selinux_labeler();
@@ -93,7 +107,7 @@ int main(int argc, char** argv) {
   auto out = hook::run(*opts, *input, deps);
   if (!out) {
     plog::err("podshim-hook {}: {}", hook::to_string(opts->stage), out.error().message);
-    return 1;
+    return kExitFailure;
   }
   for (const std::string& w : out->warnings) {
     plog::at(plog::Level::Warning, {{"CONTAINER_ID", out->state.id}}, "podshim-hook {}: {}",
@@ -107,5 +121,5 @@ int main(int argc, char** argv) {
           "podshim-hook {}: done (devices checked {}, mounts labelled {}, registered {})",
           hook::to_string(opts->stage), out->devices_checked, out->mounts_labelled,
           out->registered || out->deregistered);
-  return 0;
+  return kExitOk;
 }

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
 #include "shim/core/metrics.h"
+#include "shim/core/readback.h"
 
 namespace podshim::status {
 
@@ -42,6 +44,27 @@ Labels with(Labels l, std::string_view k, std::string_view v) {
 std::string annotation(const Container& c, const char* key) {
   return std::string(c.annotations.get(key).value_or(std::string_view()));
 }
+
+}  // namespace
+
+Labels container_labels(const Container& c, const std::map<std::string, core::Pod>& pods) {
+  std::string ns, pod;
+  if (auto p = pods.find(c.pod_uid); p != pods.end()) {
+    ns = p->second.namespace_;
+    pod = p->second.name;
+  }
+  // Hook-registered containers may come without a pod object; the CRI
+  // annotations carry the same names (cri-api pkg/annotations).
+  if (ns.empty()) ns = annotation(c, "io.kubernetes.pod.namespace");
+  if (pod.empty()) pod = annotation(c, "io.kubernetes.pod.name");
+  std::string uid = c.pod_uid.empty() ? annotation(c, "io.kubernetes.pod.uid") : c.pod_uid;
+  return {{"namespace", std::move(ns)},
+          {"pod", std::move(pod)},
+          {"uid", std::move(uid)},
+          {"container", c.name.empty() ? c.id : c.name}};
+}
+
+namespace {
 
 // Outcome names are a fixed set, so the outcome label stays bounded:
 // applied, unchanged, deferred, infeasible, restart_required, error.
@@ -170,20 +193,12 @@ void ContainerMetrics::render(std::string& out) const {
     }
   }
 
+  // kube-state-metrics' labels, in its order (kube_pod_container_*:
+  // namespace, pod, uid, container), so `on (namespace, pod, container)` or
+  // `on (uid, container)` joins podshim's series with its.
   std::vector<Labels> base;
   base.reserve(containers.size());
-  for (const auto& c : containers) {
-    std::string ns, pod;
-    if (auto p = pods.find(c.pod_uid); p != pods.end()) {
-      ns = p->second.namespace_;
-      pod = p->second.name;
-    }
-    // Hook-registered containers may come without a pod object; the CRI
-    // annotations carry the same names (cri-api pkg/annotations).
-    if (ns.empty()) ns = annotation(c, "io.kubernetes.pod.namespace");
-    if (pod.empty()) pod = annotation(c, "io.kubernetes.pod.name");
-    base.push_back({{"namespace", ns}, {"pod", pod}, {"container", c.name.empty() ? c.id : c.name}});
-  }
+  for (const auto& c : containers) base.push_back(container_labels(c, pods));
   auto each = [&](auto&& fn) {
     for (size_t i = 0; i < containers.size(); ++i) fn(containers[i], base[i]);
   };
@@ -270,6 +285,17 @@ void ContainerMetrics::render(std::string& out) const {
     auto t = tracks.find(c.id);
     series(out, "podshim_container_memory_shrinks_refused_total", l,
            t == tracks.end() ? 0 : static_cast<double>(t->second.shrinks_refused));
+  });
+  header(out, "podshim_drift", "gauge",
+         "1 while the kernel holds a value other than the allocated one for the container (resource: "
+         "cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back.");
+  each([&](const Container& c, const Labels& l) {
+    if (!c.actual || c.state == "stopped") return;
+    for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) {
+      const bool drifting =
+          std::any_of(c.drift.begin(), c.drift.end(), [&](const core::Drift& d) { return d.resource == r; });
+      series(out, "podshim_drift", with(l, "resource", r), drifting ? 1 : 0);
+    }
   });
   header(out, "podshim_container_metrics_dropped", "gauge",
          "Containers left out of the per-container families by metrics.max_containers.");

@@ -1,8 +1,10 @@
-// Per-container gauges for a fleet, in the kube-state-metrics style
-// (kubernetes/kube-state-metrics docs/metrics/workload/pod-metrics.md: one
-// series per namespace/pod/container, the value 1 for a state, units in a
-// label): resize conditions, allocated and actual resources, the last resize's
-// outcome and duration, and memory shrinks refused. Rendered on demand from
+// Per-container series for a fleet, in the kube-state-metrics style
+// (kubernetes/kube-state-metrics docs/metrics/workload/pod-metrics.md: every
+// series carries namespace, pod, uid and container — names, the pod's uid —
+// the value 1 for a state, units in a label): resize conditions, allocated
+// and actual resources, drift, the last resize's outcome and duration, and
+// memory shrinks refused. Every per-container series podshimd exports is
+// rendered here, so they all carry the same labels. Rendered on demand from
 // the model's public read API (core::Store), plus what a timing Actuator
 // decorator saw of each actuation.
 //
@@ -18,15 +20,21 @@
 #include <mutex>
 #include <string>
 
+#include "shim/core/metrics.h"
 #include "shim/core/resize.h"
 #include "shim/core/state.h"
 
 namespace podshim::status {
 
 // The largest number of series one container contributes (conditions 2,
-// allocated 4, actual 4, usage 1, oom 1, outcome 1, timestamp 1, duration 1,
-// refused 1).
-inline constexpr size_t kSeriesPerContainer = 16;
+// allocated 4, actual 3, usage 1, oom 1, outcome 1, timestamp 1, duration 1,
+// refused 1, drift 3).
+inline constexpr size_t kSeriesPerContainer = 18;
+
+// The labels every per-container series starts with: namespace, pod, uid,
+// container (the pod's namespace and name from `pods`, keyed by uid, else the
+// CRI annotations; the container's name, else its id).
+core::Labels container_labels(const core::Container& c, const std::map<std::string, core::Pod>& pods);
 
 class ContainerMetrics {
  public:

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Translates deploy/base's DaemonSet and ConfigMap into a `podman run`, so the
+"""Translates deploy/base's DaemonSet and ConfigMap (kustomization.yaml's
+configMapGenerator: the ConfigMap the DaemonSet names, without kustomize's
+hash suffix) into a `podman run`, so the
 image test runs the image with the manifests' own settings, not a copy of
 them: user, capabilities, no-new-privileges, read-only root, seccomp
 (RuntimeDefault = podman's default profile), host mounts and their
@@ -24,11 +26,16 @@ while rest:
     subst[a] = b
     rest = rest[2:]
 
-objs = []
-for f in ("daemonset.yaml", "configmap.yaml"):
-    objs += [d for d in yaml.safe_load_all(open(os.path.join(deploy, "base", f))) if d]
+base = os.path.join(deploy, "base")
+objs = [d for d in yaml.safe_load_all(open(os.path.join(base, "daemonset.yaml"))) if d]
 ds = next(o for o in objs if o["kind"] == "DaemonSet")
-cms = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+cms = {}
+for g in yaml.safe_load(open(os.path.join(base, "kustomization.yaml"))).get("configMapGenerator", []):
+    data = {}
+    for f in g.get("files", []):
+        key, _, file = f.rpartition("=")
+        data[key or os.path.basename(file)] = open(os.path.join(base, file)).read()
+    cms[g["name"]] = {"data": data}
 pod = ds["spec"]["template"]["spec"]
 (c,) = pod["containers"]
 sc = c.get("securityContext", {})

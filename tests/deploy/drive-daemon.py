@@ -6,11 +6,13 @@ through its status socket, and writes what its /metrics served at three moments:
   OUT/initial.prom four containers registered, nothing resized yet
   OUT/before.prom  applied, infeasible, deferred and refused-shrink resizes done
   OUT/after.prom   later: an OOM kill seen after a resize, and drift (memory.max
-                   changed behind podshim's back, read back by the next resize)
+                   changed behind podshim's back after a resize, reported by the
+                   periodic read-back: podshim_drift 1)
+  OUT/socket.prom  the status socket's /metrics at the end (the same families)
 
 Usage: drive-daemon.py PODSHIMD OUTDIR
 """
-import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request, uuid
 
 MiB = 1 << 20
 
@@ -60,6 +62,7 @@ def main():
         f.write("node:\n  allocatable: {cpu: \"4\", memory: 8Gi}\n"
                 "cgroup:\n  driver: cgroupfs\n  shrink_timeout_ms: 20\n"
                 "metrics:\n  listen: 127.0.0.1:0\n"
+                "readback:\n  interval_ms: 100\n"
                 f"access:\n  - methods: [\"*\"]\n    uids: [{os.getuid()}]\n")
     logf = open(log, "w")
     env = dict(os.environ)
@@ -87,10 +90,11 @@ def main():
             return text
 
         def register(cid, pod, ns, name, resources, current=1000, anon=0, limit=""):
-            rel = f"/kubepods/burstable/pod{pod}/{cid}"
+            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{pod}"))  # a pod uid, the same in every run
+            rel = f"/kubepods/burstable/pod{uid}/{cid}"
             fake_cgroup(cg, rel, current, anon, limit)
             st, body = req(sock, "POST", "/v1/containers", {
-                "id": cid, "podUid": pod, "podName": pod, "podNamespace": ns, "name": name,
+                "id": cid, "podUid": uid, "podName": pod, "podNamespace": ns, "name": name,
                 "cgroupPath": rel, "resources": resources})
             if st != 201:
                 sys.exit(f"registering {cid}: {st} {body}")
@@ -115,7 +119,7 @@ def main():
         for method, path, want in (("GET", "/healthz", 404), ("GET", "/v1/containers", 404),
                                    ("POST", "/metrics", 405), ("DELETE", "/v1/containers/c-app", 404)):
             c = http.client.HTTPConnection(*addr.rsplit(":", 1), timeout=10)
-            c.request(method, path, body="{}" if method == "POST" else None)
+            c.request(method, path)
             got = c.getresponse().status
             c.close()
             if got != want:
@@ -127,13 +131,26 @@ def main():
         scrape("before.prom")
 
         # An OOM kill after a resize, seen by the next read-back; and drift:
-        # memory.max lowered behind podshim's back, kept by a cpu-only resize.
+        # memory.max lowered behind podshim's back after a cpu-only resize,
+        # reported once the allocation has settled (2 s) by the read-back.
         with open(os.path.join(app, "memory.events"), "w") as f:
             f.write("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+        resize("c-app", {"limits": {"cpu": "600m"}}, "applied")
         with open(os.path.join(app, "memory.max"), "w") as f:
             f.write(f"{200 * MiB}\n")
-        resize("c-app", {"limits": {"cpu": "600m"}}, "applied")
-        scrape("after.prom")
+        drifting = re.compile(r'^podshim_drift\{[^}]*container="app",resource="memory_limit"\} 1$', re.M)
+        for _ in range(200):
+            if drifting.search(scrape("after.prom")):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit("memory.max changed out of band was not reported as podshim_drift 1:\n"
+                     + open(os.path.join(out, "after.prom")).read())
+        st, body = req(sock, "GET", "/metrics")
+        if st != 200:
+            sys.exit(f"status socket /metrics: {st} {body}")
+        with open(os.path.join(out, "socket.prom"), "w") as f:
+            f.write(body)
     finally:
         p.send_signal(signal.SIGTERM)
         try:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns real /metrics scrapes (drive-daemon.py's initial/before/after.prom)
 into promtool input_series and writes a complete `promtool test rules` file
-from TEMPLATE (whose `input_series` is replaced).
+from TEMPLATE (every test whose `input_series` is GENERATED gets them; a test
+with its own input_series keeps it).
 
 Timeline, 1m scrape interval: initial.prom for PHASE minutes, before.prom for
 PHASE, after.prom for 2*PHASE. Names, labels and values are the daemon's own,
@@ -9,11 +10,16 @@ so a renamed metric or label breaks the rules' tests, with two rewrites:
   - podshim_container_last_resize_timestamp_seconds holds wall-clock time;
     each distinct value is mapped to the test minute it first appeared at
     (promtool's clock starts at 0);
-  - VARIANTS (below) derive a second node from the same series where the
-    fake cgroup tree cannot produce the state: an NRI-mode node that is
-    disconnected, and an out-of-band memory.max change (drift). Their
-    names and labels are still taken from the scrape.
-Every series gets job="podshim", instance="node-a:9464" (node-b for variants).
+  - every series gets the target labels podshim-scrape.yaml gives it:
+    job="podshim", node, and instance (the pod's IP:9464).
+Nodes (`up` is what Prometheus itself records for each target):
+  node-a  the daemon's series as scraped; up 1 throughout (healthy)
+  node-b  the same daemon's series as an NRI-mode node that lost its
+          runtime (podshim_nri_enabled 1, podshim_nri_connected 0); up 1
+  node-c  up 1 until PHASE, then 0 (podshimd down: its target stays, every
+          scrape fails, its series go stale)
+  node-d  up 1 until PHASE, then no target at all (the pod is gone)
+  node-e  every other scrape fails (up 1, 0, 1, ...)
 
 Usage: promtool-series.py SCRAPE_DIR TEMPLATE OUT
 """
@@ -71,33 +77,51 @@ def main():
             vals += ["_" if v is None else repr(v)] * length
         return " ".join(vals)
 
-    node_labels = lambda node: (("instance", f"{node}:9464"), ("job", "podshim"))
+    minutes = sum(length for _, length in scrapes)
+    ips = {"node-a": "10.244.1.7", "node-b": "10.244.2.7", "node-c": "10.244.3.7", "node-d": "10.244.4.7",
+           "node-e": "10.244.5.7"}
+    node_labels = lambda node: (("instance", f"{ips[node]}:9464"), ("job", "podshim"), ("node", node))
     input_series = []
     for key in keys:
         input_series.append({"series": series_text(key[0], key[1] + node_labels("node-a")),
                              "values": values(key, "node-a")})
 
-    # node-b: the same daemon's series, as an NRI-mode node that lost its
-    # runtime and whose app container's memory.max was lowered out of band.
+    # node-b: the same daemon's series, as an NRI-mode node that lost its runtime.
     def variant(key):
-        name, labels = key
-        if name == "podshim_nri_enabled":
+        if key[0] == "podshim_nri_enabled":
             return lambda v: 1.0
-        if (name == "podshim_container_actual_limits" and ("container", "app") in labels
-                and ("resource", "memory") in labels):
-            return lambda v: v - (16 << 20)
         return None
 
-    node_b = ("podshim_nri_enabled", "podshim_nri_connected", "podshim_container_allocated_limits",
-              "podshim_container_actual_limits")
     for key in keys:
-        if key[0] in node_b:
+        if key[0] in ("podshim_nri_enabled", "podshim_nri_connected"):
             input_series.append({"series": series_text(key[0], key[1] + node_labels("node-b")),
                                  "values": values(key, "node-b", variant(key))})
 
+    # Target health. A failed scrape (up 0) or a target that is gone marks
+    # every series of the target stale, as Prometheus does.
+    up = {
+        "node-a": ["1"] * minutes,
+        "node-b": ["1"] * minutes,
+        "node-c": ["1"] * PHASE + ["0"] * (minutes - PHASE),
+        "node-d": ["1"] * PHASE + ["stale"] + ["_"] * (minutes - PHASE - 1),
+        "node-e": ["1" if m % 2 == 0 else "0" for m in range(minutes)],
+    }
+    build_info = next(k for k in keys if k[0] == "podshim_build_info")
+    for node, vals in up.items():
+        input_series.append({"series": series_text("up", node_labels(node)), "values": " ".join(vals)})
+        if node in ("node-a",):
+            continue  # its build_info is among the scraped series above
+        seen, scraped = False, []
+        for v in vals:
+            scraped.append("1" if v == "1" else ("stale" if seen else "_"))
+            seen = v == "1"
+        input_series.append({"series": series_text(build_info[0], build_info[1] + node_labels(node)),
+                             "values": " ".join(scraped)})
+
     doc = yaml.safe_load(open(template))
     for t in doc["tests"]:
-        t["input_series"] = input_series
+        if t["input_series"] == "GENERATED":
+            t["input_series"] = input_series
     with open(out, "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False, width=1000)
 

@@ -67,7 +67,7 @@ TEST_F(CmdSelinux, UsageErrors) {
            {"mount-label", "--file-type"}}) {
     auto r = run(args);
     EXPECT_EQ(r.code, kExitUsage) << (args.empty() ? "" : args[0]);
-    EXPECT_NE(r.err.find("usage:"), std::string::npos);
+    EXPECT_NE(r.err.find("Usage: podshimctl selinux mount-label"), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "");
   }
   auto h = run({"--help"});

@@ -220,7 +220,9 @@ TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
   for (const auto& k : c["conditions"]) cond |= k["type"] == "PodshimDrift";
   EXPECT_TRUE(cond) << c.dump();
   const std::string m = metrics();
-  EXPECT_NE(m.find("podshim_drift{container=\"c1\",pod=\"drift\",resource=\"memory_limit\"} 1"), std::string::npos) << m;
+  const std::string drift_series =
+      "podshim_drift{namespace=\"default\",pod=\"drift\",uid=\"" + uid_ + "\",container=\"c1\",resource=\"memory_limit\"} ";
+  EXPECT_NE(m.find(drift_series + "1\n"), std::string::npos) << m;
   if (!podshimctl_.empty()) {
     std::string out = run(podshimctl_ + " --socket " + sock_ + " get containers c1 2>&1");
     EXPECT_NE(out.find("PodshimDrift"), std::string::npos) << out;
@@ -233,8 +235,7 @@ TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
   ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(256 * kMi)));
   ASSERT_TRUE(wait_for([&] { return container()["drift"].empty(); }, std::chrono::milliseconds(kPeriodMs + 1500)))
       << container().dump();
-  EXPECT_NE(metrics().find("podshim_drift{container=\"c1\",pod=\"drift\",resource=\"memory_limit\"} 0"),
-            std::string::npos);
+  EXPECT_NE(metrics().find(drift_series + "0\n"), std::string::npos);
   EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift ended: memory.max"), 1);
 }
 

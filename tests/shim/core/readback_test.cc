@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "base/str.h"
@@ -125,8 +126,12 @@ class ReadBackTest : public ::testing::Test {
     for (const auto& l : lines_) n += str::starts_with(l.msg, prefix);
     return n;
   }
+  // The value podshim_drift{resource} renders for the container
+  // (status::ContainerMetrics renders it from the stored drift).
   double drift_metric(const std::string& id, const std::string& resource) const {
-    return metrics_.drift.value({{"container", id}, {"pod", "web"}, {"resource", resource}});
+    auto c = store_->container(id);
+    if (!c) return 0;
+    return std::any_of(c->drift.begin(), c->drift.end(), [&](const Drift& d) { return d.resource == resource; });
   }
 
   cgroup::testing::FakeTree tree_;

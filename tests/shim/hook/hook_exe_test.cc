@@ -180,6 +180,12 @@ TEST_F(HookExe, HelpPrintsUsageAndExitsZero) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST_F(HookExe, VersionExitsZero) {
+  Ran r = run_hook({"--version"}, "");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 TEST_F(HookExe, OverlongIdIsRefusedBeforeRegistering) {
   auto st = make_state(bundle());
   st["id"] = std::string(300, 'a');

@@ -308,6 +308,12 @@ TEST(ParseArgs, StagesAndFlags) {
   ASSERT_TRUE(h) << h.error().message;
   EXPECT_TRUE(h->help);
   EXPECT_NE(usage().find("prestart"), std::string_view::npos);
+  auto v = parse_args({"--version"});
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_TRUE(v->version);
+  EXPECT_FALSE(v->help);
+  EXPECT_NE(usage().find("--version"), std::string_view::npos);
+  EXPECT_NE(usage().find("Exit status:"), std::string_view::npos);
 }
 
 // ---------------------------------------------------------------- run()

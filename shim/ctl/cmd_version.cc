@@ -1,0 +1,50 @@
+// podshimctl version (and podshimctl --version): the program and the
+// project version it was built from.
+#include <cstdio>
+#include <iostream>
+
+#include "shim/ctl/cli.h"
+#include "shim/ctl/registry.h"
+
+namespace podshim::ctl {
+namespace {
+
+const std::vector<Format> kFormats = {Format::Json, Format::Yaml};
+
+int run_version(int argc, char** argv) {
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
+  GlobalOptions g = globals();
+  for (int i = 1; i < argc; ++i) {
+    std::string err;
+    auto t = take_output_option(argc, argv, &i, &g, &err);
+    if (t == OptionResult::Taken) continue;
+    if (t == OptionResult::NotMine) err = "unknown argument '" + std::string(argv[i]) + "'";
+    std::fprintf(stderr, "podshimctl version: %s\nTry 'podshimctl version --help'.\n", err.c_str());
+    return kExitUsage;
+  }
+  std::string err;
+  auto f = resolve_format(g, kFormats, Format::Json, &err);
+  if (!f) {
+    std::fprintf(stderr, "podshimctl version: %s\n", err.c_str());
+    return kExitUsage;
+  }
+  if (!g.output) {
+    std::cout << "podshimctl " << version() << "\n";
+    return kExitOk;
+  }
+  std::cout << render_document({{"program", "podshimctl"}, {"version", std::string(version())}}, *f);
+  return kExitOk;
+}
+
+const CommandRegistrar reg(Command{
+    .name = "version",
+    .summary = "print podshimctl's version (as --version does)",
+    .run = run_version,
+    .description = "Prints the program name and the podshim version it was built from.\n",
+    .formats = kFormats,
+    .examples = {"podshimctl version", "podshimctl version -o json"},
+    .plain_output = "'podshimctl VERSION'",
+});
+
+}  // namespace
+}  // namespace podshim::ctl
