@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <regex>
 #include <set>
-#include <sstream>
+
+#include "shim/core/version.h"  // PODSHIM_COMMIT, generated
 
 #ifndef PODSHIM_VERSION
 #error "PODSHIM_VERSION must be defined (meson's project version, shim/ctl/meson.build)"
@@ -14,6 +15,12 @@ namespace podshim::ctl {
 using nlohmann::json;
 
 std::string_view version() { return PODSHIM_VERSION; }
+std::string_view build_commit() { return PODSHIM_COMMIT; }
+std::string version_line() {
+  std::string out = "podshimctl " + std::string(version());
+  if (build_commit() != "unknown") out += " (commit " + std::string(build_commit()) + ")";
+  return out;
+}
 
 GlobalOptions& globals() {
   static GlobalOptions g;

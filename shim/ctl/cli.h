@@ -19,6 +19,10 @@ namespace podshim::ctl {
 
 // The project version (meson's project version), for --version.
 std::string_view version();
+// The git commit built from (`git describe --always --dirty`), or "unknown".
+std::string_view build_commit();
+// "podshimctl 0.1.0 (commit d67543784e32)": what --version prints.
+std::string version_line();
 
 // ---- global options ------------------------------------------------------------
 

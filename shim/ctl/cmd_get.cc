@@ -167,7 +167,6 @@ int run_get(int argc, char** argv) {
     std::cout << render_document(j, *f);
     return kExitOk;
   }
-  std::fflush(stdout);
   if (kind == "containers") {
     print_container_detail(j);
     return kExitOk;
@@ -180,7 +179,6 @@ int run_get(int argc, char** argv) {
     std::printf("Containers: none\n");
   } else {
     std::printf("\n");
-    std::fflush(stdout);
     std::cout << render_table(t);
   }
   return kExitOk;

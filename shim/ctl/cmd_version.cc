@@ -29,10 +29,11 @@ int run_version(int argc, char** argv) {
     return kExitUsage;
   }
   if (!g.output) {
-    std::cout << "podshimctl " << version() << "\n";
+    std::cout << version_line() << "\n";
     return kExitOk;
   }
-  std::cout << render_document({{"program", "podshimctl"}, {"version", std::string(version())}}, *f);
+  std::cout << render_document(
+      {{"program", "podshimctl"}, {"version", std::string(version())}, {"commit", std::string(build_commit())}}, *f);
   return kExitOk;
 }
 
@@ -40,10 +41,11 @@ const CommandRegistrar reg(Command{
     .name = "version",
     .summary = "print podshimctl's version (as --version does)",
     .run = run_version,
-    .description = "Prints the program name and the podshim version it was built from.\n",
+    .description = "Prints the program name, the podshim version and the git commit it was built from\n"
+                   "(`git describe --always --dirty`; \"unknown\" outside a git checkout).\n",
     .formats = kFormats,
     .examples = {"podshimctl version", "podshimctl version -o json"},
-    .plain_output = "'podshimctl VERSION'",
+    .plain_output = "'podshimctl VERSION (commit COMMIT)'",
 });
 
 }  // namespace

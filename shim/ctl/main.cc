@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (a == "--version") {
-      std::cout << "podshimctl " << version() << "\n";
+      std::cout << version_line() << "\n";
       return kExitOk;
     }
     std::string err;

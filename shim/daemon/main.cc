@@ -273,6 +273,12 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
   (void)sd_event_source_set_destroy_callback(src, [](void* userdata) {
     delete static_cast<std::function<void()>*>(userdata);
   });
+  // Owned by the loop from here (floating): one still pending when podshimd
+  // stops (a read-back slice, a settle timer) is freed, with its function,
+  // by the loop's last unref, instead of holding the loop alive. A floating
+  // source takes a reference of its own (sd_event_source_set_floating(3));
+  // ours is dropped, and the callback's unref releases the loop's.
+  if (sd_event_source_set_floating(src, 1) >= 0) sd_event_source_unref(src);
 }
 
 int run(Daemon& d) {

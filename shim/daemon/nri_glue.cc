@@ -53,22 +53,10 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
                                                                           : cgroup::WeightFormula::Quadratic;
   ao.formulas = std::move(formulas);
   ao.readback = readback;
-  ao.defer = [loop](std::function<void()> work) {
-    auto* w = new std::function<void()>(std::move(work));
-    auto run = [](sd_event_source* s, void* userdata) -> int {
-      auto* fn = static_cast<std::function<void()>*>(userdata);
-      contain("deferred resize work", *fn);
-      delete fn;
-      sd_event_source_unref(s);  // ours (not floating); one-shot by default
-      return 0;
-    };
-    sd_event_source* src = nullptr;
-    if (sd_event_add_defer(loop, &src, run, w) < 0) {
-      log::warn("NRI: cannot defer the read-back after Synchronize, running it now");
-      (*w)();
-      delete w;
-    }
-  };
+  // The read-back after Synchronize runs on the next loop iteration, through
+  // the daemon's one scheduler (whose sources the loop owns, so one still
+  // pending at shutdown is freed with the loop).
+  ao.defer = [schedule](std::function<void()> work) { schedule(std::chrono::milliseconds(0), std::move(work)); };
   // The conf.d drop-in of a pre-installed plugin: the same YAML as
   // config.yaml. It is validated as a whole; what can change on a running
   // daemon (the log level) is applied, the rest needs the file and a restart.

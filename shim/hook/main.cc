@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "shim/hook/hook.h"
 #include "shim/hook/journal_lazy.h"
+#include "shim/core/version.h"  // PODSHIM_COMMIT, generated
 #include "shim/hook/seccomp_bpf.h"
 #include "shim/security/caps.h"
 
@@ -72,8 +73,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (opts->version) {
-    static constexpr std::string_view kVersion = "podshim-hook " PODSHIM_VERSION "\n";
-    (void)!::write(STDOUT_FILENO, kVersion.data(), kVersion.size());
+    std::string v = "podshim-hook " PODSHIM_VERSION;
+    if (std::string_view(PODSHIM_COMMIT) != "unknown") v += " (commit " PODSHIM_COMMIT ")";
+    v += "\n";
+    (void)!::write(STDOUT_FILENO, v.data(), v.size());
     return kExitOk;
   }
   // Least privilege before reading anything a runtime hands us: keep only

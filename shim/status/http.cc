@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 // Beast is used header-only and without asio's sockets: only its parser
 // (basic_parser) and buffer types, fed from our own loop.
@@ -215,6 +216,7 @@ struct HttpRequestReader::Parser {
   bhttp::request_parser<bhttp::string_body> p;
   size_t fields_at_head = 0;
   bool last_chunk = false;
+  bool body_started = false;  // the body limit is set once, when the body begins
   bool ext_too_long = false;
   // Kept alive across put() calls: Beast stores a reference to the callback.
   std::function<void(std::uint64_t, boost::beast::string_view, boost::beast::error_code&)> on_chunk;
@@ -226,7 +228,12 @@ HttpRequestReader::~HttpRequestReader() = default;
 void HttpRequestReader::reset() {
   p_ = std::make_unique<Parser>();
   p_->p.header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits_.max_head_bytes, UINT32_MAX)));
-  p_->p.body_limit(limits_.max_body_bytes);
+  // No body limit while the head is read: Beast would refuse a too-long
+  // Content-Length before the head is complete, and the caller could not
+  // answer 405 or 403 first. Our own limit applies from the head on. Not
+  // boost::none: Boost 1.74's parser compares `len_ > body_limit_` on the
+  // optional, and any length is greater than an empty optional.
+  p_->p.body_limit(std::numeric_limits<std::uint64_t>::max());
   p_->p.eager(false);  // stop after the head: the caller decides before any body is read
   Parser* raw = p_.get();
   p_->on_chunk = [raw](std::uint64_t size, boost::beast::string_view ext, boost::beast::error_code& ec) {
@@ -368,7 +375,14 @@ HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
     return s;
   }
   if (!req_.has_body) return Step::Done;
-  p_->p.eager(true);
+  if (req_.content_length > limits_.max_body_bytes) {
+    return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+  }
+  if (!p_->body_started) {
+    p_->body_started = true;
+    p_->p.body_limit(limits_.max_body_bytes);  // a chunked body counts down from it as it comes
+    p_->p.eager(true);
+  }
   if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
     return refuse(400, "trailer fields after the last chunk are not accepted");
   }

@@ -113,7 +113,13 @@ struct MetricsListener::Impl {
   // an answer is queued.
   bool decide(Conn& c) {
     HttpRequestReader::Step step = c.reader.feed(c.in);
-    if (step == HttpRequestReader::Step::Head) step = c.reader.feed(c.in);  // no body: Done
+    if (step == HttpRequestReader::Step::Head) {
+      // The method and path are known before any body: a POST is told 405
+      // (with Allow), not 413 for the body it may carry.
+      const HttpRequest& r = c.reader.request();
+      const bool served = r.path == "/metrics" && (r.method == "GET" || r.method == "HEAD");
+      step = served ? c.reader.feed(c.in) : HttpRequestReader::Step::Done;  // no body: Done
+    }
     if (step == HttpRequestReader::Step::More) return false;
     if (step == HttpRequestReader::Step::Refused) {
       const auto& f = c.reader.refusal();
