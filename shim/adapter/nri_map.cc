@@ -1,5 +1,7 @@
 #include "shim/adapter/nri_map.h"
 
+#include <algorithm>
+#include <array>
 #include <set>
 
 #include "base/str.h"
@@ -190,6 +192,29 @@ std::map<std::string, std::string> cdi_annotations(const pb::PodSandboxView& pod
   return out;
 }
 
+HookDecision decide_hook(const std::string& host_path, const std::string& check_path,
+                         const std::function<bool(const std::string&)>& executable) {
+  HookDecision d;
+  if (host_path.empty() || host_path.front() != '/') {
+    d.warning = fmt::format("podshim-hook path '{}' is not absolute; injecting no hook", host_path);
+    return d;
+  }
+  if (!executable(check_path)) {
+    d.warning = check_path == host_path
+                    ? fmt::format("podshim-hook not found (or not executable) at {}; injecting no hook, "
+                                  "so CDI mounts get no SELinux labels and device nodes no host check",
+                                  host_path)
+                    : fmt::format("podshim-hook for host path {} not found (or not executable) at {}; "
+                                  "injecting no hook, so CDI mounts get no SELinux labels and device "
+                                  "nodes no host check",
+                                  host_path, check_path);
+    return d;
+  }
+  d.inject = true;
+  d.path = host_path;
+  return d;
+}
+
 namespace {
 
 void fill_hook(api::Hook* h, const std::string& path, const char* stage, int timeout) {
@@ -199,6 +224,72 @@ void fill_hook(api::Hook* h, const std::string& path, const char* stage, int tim
   h->mutable_timeout()->set_value(timeout);
 }
 
+// A hook as far as "the same hook" goes: what the runtime would exec (path,
+// argv, environment). The timeout is left out: running a command twice is
+// the fault, whatever the deadline of each run.
+struct HookId {
+  std::string_view path;
+  std::vector<std::string_view> args, env;
+  bool operator==(const HookId&) const = default;
+};
+
+// NRI's Hooks message numbers its stages 1..6 (prestart, createRuntime,
+// createContainer, startContainer, poststart, poststop: pkg/api/api.proto,
+// the same in v0.4 to v0.12); index = field - 1.
+constexpr size_t kStages = 6;
+using HookSet = std::array<std::vector<HookId>, kStages>;
+
+// The hooks the runtime has already put in the container's spec (containerd
+// fills Container.hooks from the OCI spec it built, CDI edits included:
+// internal/cri/nri/nri_api_linux.go GetHooks). The view does not decode
+// field 10, so it is read here; a malformed Hooks message stops the walk
+// (what was read so far is kept), which at worst lets a hook through twice.
+HookSet existing_hooks(const pb::ContainerView& ctr) {
+  HookSet out;
+  auto read_hook = [](std::string_view b, HookId* h) -> bool {
+    pb::Cursor c(b, "Hook", 3);
+    while (true) {
+      auto more = c.next();
+      if (!more) return false;
+      if (!*more) return true;
+      if (c.wire_type() != pb::WireType::Len) continue;
+      if (c.field() == 1) h->path = c.bytes();
+      else if (c.field() == 2) h->args.push_back(c.bytes());
+      else if (c.field() == 3) h->env.push_back(c.bytes());
+    }
+  };
+  pb::Cursor c(ctr.raw, "Container");
+  while (true) {
+    auto more = c.next();
+    if (!more || !*more) break;
+    if (c.field() != 10 || c.wire_type() != pb::WireType::Len) continue;
+    pb::Cursor hc(c.bytes(), "Hooks", 2);
+    while (true) {
+      auto m = hc.next();
+      if (!m || !*m) break;
+      if (hc.field() < 1 || hc.field() > kStages || hc.wire_type() != pb::WireType::Len) continue;
+      HookId h;
+      if (!read_hook(hc.bytes(), &h)) break;
+      out[hc.field() - 1].push_back(std::move(h));
+    }
+  }
+  return out;
+}
+
+HookId id_of(const cdi::OciHook& h) {
+  HookId id{h.path, {}, {}};
+  id.args.assign(h.args.begin(), h.args.end());
+  id.env.assign(h.env.begin(), h.env.end());
+  return id;
+}
+
+// The access of the allow rule a runtime adds for a device node of an NRI
+// adjustment: "rw", plus "m" for block devices (containerd/nri
+// pkg/api/device.go LinuxDevice.AccessString; applied by
+// pkg/runtime-tools/generate/generate.go AdjustDevices, which containerd's
+// internal/cri/nri/nri_api_linux.go and CRI-O call).
+std::string runtime_access(const std::string& type) { return type == "b" ? "rwm" : "rw"; }
+
 }  // namespace
 
 std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr,
@@ -207,7 +298,7 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
   std::set<std::string, std::less<>> have_env;
   ctr.env.for_each([&](std::string_view kv) { have_env.emplace(kv); });
   for (const std::string& kv : e.env) {
-    if (have_env.count(kv)) continue;
+    if (!have_env.emplace(kv).second) continue;
     size_t eq = kv.find('=');
     auto* out = adj->add_env();
     out->set_key(kv.substr(0, eq));
@@ -233,19 +324,34 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     if (d.gid) out->mutable_gid()->set_value(*d.gid);
     added.push_back(d.path);
   }
-  // Device-cgroup allow rules only for nodes we add; the runtime already
-  // allowed the ones it injected.
+  // Device-cgroup rules. The runtime already allowed the nodes it injected
+  // (its own CDI), and it allows every node of an adjustment itself when it
+  // applies it (AdjustDevices: RemoveDevice + AddDevice + an allow rule of
+  // AccessString), so an allow rule from us would be a second one: NRI
+  // v0.10+ passes an adjustment's linux.resources.devices through
+  // (pkg/adaptation/result.go adjustResources; v0.4-v0.9 drop them). The
+  // mknod ("m") that CDI's default "rwm" adds for character devices is
+  // what the runtimes' default rules already allow for every c/b device.
+  // What the runtime's rule grants beyond the CDI spec's permissions (a
+  // read-only node, or "none") is denied by a rule after it; generate.go
+  // applies resources after devices, so the deny wins (NRI v0.10+ only).
   std::set<std::string> added_set(added.begin(), added.end());
+  std::set<std::string> denied;  // "type major:minor", one deny per node
   for (const cdi::LinuxDevice& d : e.devices) {
     if (!added_set.count(d.path) || (d.type != "b" && d.type != "c")) continue;
     for (const cdi::DeviceCgroupRule& r : e.device_rules) {
       if (r.type != d.type || r.major != d.major || r.minor != d.minor) continue;
-      auto* rule = adj->mutable_linux()->mutable_resources()->add_devices();
-      rule->set_allow(true);
-      rule->set_type(r.type);
-      rule->mutable_major()->set_value(r.major);
-      rule->mutable_minor()->set_value(r.minor);
-      rule->set_access(r.access);
+      std::string extra;
+      for (char a : runtime_access(d.type))
+        if (r.access.find(a) == std::string::npos) extra += a;
+      if (!extra.empty() && denied.insert(fmt::format("{} {}:{}", d.type, d.major, d.minor)).second) {
+        auto* rule = adj->mutable_linux()->mutable_resources()->add_devices();
+        rule->set_allow(false);
+        rule->set_type(r.type);
+        rule->mutable_major()->set_value(r.major);
+        rule->mutable_minor()->set_value(r.minor);
+        rule->set_access(extra);
+      }
       break;
     }
   }
@@ -258,7 +364,7 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     // Listed for podshim-hook's SELinux labelling either way: the source is
     // this container's device data, whoever added the mount.
     injected_mounts.push_back(m.destination);
-    if (have_mount.count(m.destination)) continue;
+    if (!have_mount.emplace(m.destination).second) continue;
     auto* out = adj->add_mounts();
     out->set_destination(m.destination);
     out->set_source(m.source);
@@ -267,10 +373,26 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     added_mounts = true;
   }
 
-  auto add_hooks = [&](const std::vector<cdi::OciHook>& from,
-                       google::protobuf::RepeatedPtrField<api::Hook>* to) {
+  // Hooks: NRI appends an adjustment's hooks to those in the spec
+  // (generate.go AdjustHooks, result.go adjustHooks), so a hook the runtime
+  // already applied from the same CDI spec would run twice.
+  HookSet have_hooks;
+  bool hooks_read = false;
+  auto have = [&](size_t stage, const HookId& id) {
+    if (!hooks_read) {
+      have_hooks = existing_hooks(ctr);
+      hooks_read = true;
+    }
+    auto& list = have_hooks[stage];
+    if (std::find(list.begin(), list.end(), id) != list.end()) return true;
+    list.push_back(id);  // views into `e` or literals, alive for this call
+    return false;
+  };
+  auto add_hooks = [&](size_t stage, const std::vector<cdi::OciHook>& from,
+                       google::protobuf::RepeatedPtrField<api::Hook>* (api::Hooks::*to)()) {
     for (const cdi::OciHook& h : from) {
-      auto* out = to->Add();
+      if (have(stage, id_of(h))) continue;
+      auto* out = (adj->mutable_hooks()->*to)()->Add();
       out->set_path(h.path);
       for (const auto& a : h.args) out->add_args(a);
       for (const auto& v : h.env) out->add_env(v);
@@ -278,22 +400,25 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     }
   };
   if (!e.hooks.empty()) {
-    auto* hooks = adj->mutable_hooks();
-    add_hooks(e.hooks.prestart, hooks->mutable_prestart());
-    add_hooks(e.hooks.create_runtime, hooks->mutable_create_runtime());
-    add_hooks(e.hooks.create_container, hooks->mutable_create_container());
-    add_hooks(e.hooks.start_container, hooks->mutable_start_container());
-    add_hooks(e.hooks.poststart, hooks->mutable_poststart());
-    add_hooks(e.hooks.poststop, hooks->mutable_poststop());
+    add_hooks(0, e.hooks.prestart, &api::Hooks::mutable_prestart);
+    add_hooks(1, e.hooks.create_runtime, &api::Hooks::mutable_create_runtime);
+    add_hooks(2, e.hooks.create_container, &api::Hooks::mutable_create_container);
+    add_hooks(3, e.hooks.start_container, &api::Hooks::mutable_start_container);
+    add_hooks(4, e.hooks.poststart, &api::Hooks::mutable_poststart);
+    add_hooks(5, e.hooks.poststop, &api::Hooks::mutable_poststop);
   }
 
   if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = core::dump(injected);
   if (!injected_mounts.empty())
     (*adj->mutable_annotations())["podshim.io/injected-mounts"] = core::dump(injected_mounts);
   if (opts.inject_hook && (!injected.empty() || added_mounts)) {
-    fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
-              opts.hook_timeout_s);
-    fill_hook(adj->mutable_hooks()->add_poststop(), opts.hook_path, "poststop", opts.hook_timeout_s);
+    // Not twice either: CRI-O's hooks.d may already run podshim-hook for
+    // this container (both modes on, packaging's crio-podshim.conf).
+    if (!have(1, HookId{opts.hook_path, {"podshim-hook", "createRuntime"}, {}}))
+      fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
+                opts.hook_timeout_s);
+    if (!have(5, HookId{opts.hook_path, {"podshim-hook", "poststop"}, {}}))
+      fill_hook(adj->mutable_hooks()->add_poststop(), opts.hook_path, "poststop", opts.hook_timeout_s);
   }
   return added;
 }

@@ -4,6 +4,7 @@
 // messages. Nothing here builds a libprotobuf object from a request.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -76,14 +77,42 @@ struct AdjustmentOptions {
   // Add podshim-hook at createRuntime/poststop so SELinux labelling and the
   // device check run with the final OCI spec (issue: SELinux in NRI mode).
   bool inject_hook = true;
+  // The hook as the runtime runs it: a path on the HOST (the runtime execs
+  // OCI hooks in its own mount namespace, not in podshimd's).
   std::string hook_path = "/usr/libexec/podshim/podshim-hook";
   int hook_timeout_s = 10;
 };
 
-// Fills `adj` with the edits that the container does not already have: env
-// entries, device nodes (by container path) and mounts (by destination) that
-// the runtime already put in `ctr` (containerd and CRI-O inject CDI devices
-// from the CRI request themselves) are skipped, so nothing is added twice.
+// Whether podshimd injects podshim-hook, and under which path.
+struct HookDecision {
+  bool inject = false;
+  std::string path;     // the host path the adjustment names (when inject)
+  std::string warning;  // why not (when !inject): names the path
+};
+
+// `host_path` is where the runtime will find podshim-hook on the host;
+// `check_path` is the same file as podshimd sees it (on a host install the
+// same path; in the DaemonSet the host directory mounted into podshimd's
+// container, at the same path). `executable(path)` says whether an
+// executable regular file is there (the daemon passes access(X_OK)). The
+// hook is injected only when the copy reachable from the host is there: a
+// hook the runtime cannot exec fails every container that gets it.
+HookDecision decide_hook(const std::string& host_path, const std::string& check_path,
+                         const std::function<bool(const std::string&)>& executable);
+
+// Fills `adj` with the edits that the container does not already have, so
+// that each one is in the final OCI spec exactly once whoever applied it
+// (containerd 2.x and CRI-O apply CDI requests themselves, by CRI field and
+// by annotation, before NRI plugins see the container):
+//  - env entries ("K=V") already in `ctr` are skipped;
+//  - device nodes by container path;
+//  - mounts by destination;
+//  - hooks (CDI's and podshim-hook) identical in path, args and env to one
+//    at the same stage in `ctr` (NRI's Container.hooks, field 10 in every
+//    NRI version podshim speaks) or already added, are skipped;
+//  - no device-cgroup allow rule is added: the runtime adds one for every
+//    device node of an adjustment itself. Only where the CDI spec's
+//    permissions are narrower than that rule does a deny rule follow.
 // Sets the annotations podshim.io/injected-devices and
 // podshim.io/injected-mounts that podshim-hook reads (device checks, labels).
 // Returns the device node paths added.

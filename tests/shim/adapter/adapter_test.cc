@@ -7,10 +7,12 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -204,8 +206,8 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   EXPECT_EQ(adj.env(0).key(), "GPU");
   ASSERT_EQ(adj.linux().devices_size(), 2);
   EXPECT_EQ(adj.linux().devices(0).major(), 195);
-  // Rules only for the added nodes (the cap node has no rule in this input).
-  ASSERT_EQ(adj.linux().resources().devices_size(), 1);
+  // No allow rules: the runtime adds one for every node of an adjustment.
+  EXPECT_EQ(adj.linux().resources().devices_size(), 0);
   ASSERT_EQ(adj.mounts_size(), 1);
   EXPECT_EQ(adj.mounts(0).destination(), "/opt/gpu");
   EXPECT_EQ(adj.mounts(0).type(), "bind");
@@ -221,6 +223,231 @@ TEST(NriMap, AdjustmentSkipsWhatTheRuntimeAlreadyInjected) {
   api::ContainerAdjustment adj2;
   edits_to_adjustment(e, view(c), opts, &adj2);
   EXPECT_FALSE(adj2.has_hooks());
+}
+
+// The OCI spec a runtime ends with after applying `adj` to what `c` already
+// has, the way containerd/nri's pkg/runtime-tools/generate applies an
+// adjustment: env replaced by key, device nodes by path (each one also
+// allowed in the device cgroup with "rw", "rwm" for block), mounts by
+// destination, hooks appended, linux.resources.devices appended (NRI
+// v0.10+). `rules` starts with the rules the runtime's own CDI added.
+struct FinalSpec {
+  std::vector<std::string> env, devices, mounts;
+  std::vector<std::string> rules;  // "allow|deny type major:minor access"
+  std::map<std::string, std::vector<std::string>> hooks;  // stage → "path args..."
+  size_t count(const std::vector<std::string>& v, const std::string& x) const {
+    return static_cast<size_t>(std::count(v.begin(), v.end(), x));
+  }
+};
+std::string hook_str(const api::Hook& h) {
+  std::string s = h.path();
+  for (const auto& a : h.args()) s += " " + a;
+  return s;
+}
+FinalSpec apply(const api::Container& c, const std::vector<std::string>& runtime_rules,
+                const api::ContainerAdjustment& adj) {
+  FinalSpec f;
+  for (const auto& e : c.env()) f.env.push_back(e);
+  for (const auto& d : c.linux().devices()) f.devices.push_back(d.path());
+  for (const auto& m : c.mounts()) f.mounts.push_back(m.destination());
+  f.rules = runtime_rules;
+  auto stages = [](const api::Hooks& h, auto fn) {
+    fn("prestart", h.prestart());
+    fn("createRuntime", h.create_runtime());
+    fn("createContainer", h.create_container());
+    fn("startContainer", h.start_container());
+    fn("poststart", h.poststart());
+    fn("poststop", h.poststop());
+  };
+  auto add_hooks = [&](const char* stage, const auto& list) {
+    for (const auto& h : list) f.hooks[stage].push_back(hook_str(h));
+  };
+  stages(c.hooks(), add_hooks);
+  for (const auto& kv : adj.env()) {
+    std::erase_if(f.env, [&](const std::string& e) { return e.substr(0, e.find('=')) == kv.key(); });
+    f.env.push_back(kv.key() + "=" + kv.value());
+  }
+  stages(adj.hooks(), add_hooks);
+  for (const auto& d : adj.linux().devices()) {
+    std::erase(f.devices, d.path());
+    f.devices.push_back(d.path());
+    f.rules.push_back(fmt::format("allow {} {}:{} {}", d.type(), d.major(), d.minor(),
+                                  d.type() == "b" ? "rwm" : "rw"));
+  }
+  for (const auto& r : adj.linux().resources().devices())
+    f.rules.push_back(fmt::format("{} {} {}:{} {}", r.allow() ? "allow" : "deny", r.type(), r.major().value(),
+                                  r.minor().value(), r.access()));
+  for (const auto& m : adj.mounts()) {
+    std::erase(f.mounts, m.destination());
+    f.mounts.push_back(m.destination());
+  }
+  return f;
+}
+
+cdi::ResolvedEdits gpu_edits() {
+  cdi::ResolvedEdits e;
+  e.env = {"GPU=1"};
+  e.devices.push_back({"/dev/gpu0", "c", 195, 0, 0666, std::nullopt, std::nullopt, "/dev/gpu0", true});
+  e.device_rules.push_back({"c", 195, 0, "rwm"});
+  e.mounts.push_back({"/opt/gpu", "/var/lib/gpu", "", {"ro", "bind"}});
+  e.hooks.poststart.push_back({"/usr/bin/gpu-hook", {"gpu-hook", "poststart"}, {"A=1"}, 5});
+  e.hooks.create_container.push_back({"/usr/bin/gpu-hook", {"gpu-hook", "ldcache"}, {}, std::nullopt});
+  return e;
+}
+
+// containerd 2.x / CRI-O with their own CDI on: the spec NRI shows already
+// has every edit (hooks included, Container.hooks), so podshim adds nothing
+// but its own hook, and the final spec has each item once.
+TEST(NriMap, RuntimeAppliedCdiIsNotAppliedAgainHooksIncluded) {
+  const cdi::ResolvedEdits e = gpu_edits();
+  api::Container c;
+  c.add_env("PATH=/bin");
+  c.add_env("GPU=1");
+  auto* dev = c.mutable_linux()->add_devices();
+  dev->set_path("/dev/gpu0");
+  dev->set_type("c");
+  dev->set_major(195);
+  c.add_mounts()->set_destination("/opt/gpu");
+  auto* h = c.mutable_hooks()->add_poststart();
+  h->set_path("/usr/bin/gpu-hook");
+  h->add_args("gpu-hook");
+  h->add_args("poststart");
+  h->add_env("A=1");
+  h->mutable_timeout()->set_value(5);
+  auto* h2 = c.mutable_hooks()->add_create_container();
+  h2->set_path("/usr/bin/gpu-hook");
+  h2->add_args("gpu-hook");
+  h2->add_args("ldcache");
+  api::ContainerAdjustment adj;
+  AdjustmentOptions opts;
+  opts.hook_path = "/opt/podshim/bin/podshim-hook";
+  auto added = edits_to_adjustment(e, view(c), opts, &adj);
+  EXPECT_TRUE(added.empty());
+  EXPECT_EQ(adj.env_size(), 0);
+  EXPECT_EQ(adj.linux().devices_size(), 0);
+  EXPECT_EQ(adj.linux().resources().devices_size(), 0);
+  EXPECT_EQ(adj.mounts_size(), 0);
+  EXPECT_EQ(adj.hooks().poststart_size(), 0);
+  EXPECT_EQ(adj.hooks().create_container_size(), 0);
+  ASSERT_EQ(adj.hooks().create_runtime_size(), 1);
+  EXPECT_EQ(adj.hooks().create_runtime(0).path(), "/opt/podshim/bin/podshim-hook");
+
+  const FinalSpec f = apply(c, {"allow c 195:0 rwm"}, adj);
+  EXPECT_EQ(f.count(f.env, "GPU=1"), 1u);
+  EXPECT_EQ(f.count(f.devices, "/dev/gpu0"), 1u);
+  EXPECT_EQ(f.rules, std::vector<std::string>{"allow c 195:0 rwm"});
+  EXPECT_EQ(f.count(f.mounts, "/opt/gpu"), 1u);
+  EXPECT_EQ(f.count(f.hooks.at("poststart"), "/usr/bin/gpu-hook gpu-hook poststart"), 1u);
+  EXPECT_EQ(f.count(f.hooks.at("createContainer"), "/usr/bin/gpu-hook gpu-hook ldcache"), 1u);
+  EXPECT_EQ(f.count(f.hooks.at("createRuntime"), "/opt/podshim/bin/podshim-hook podshim-hook createRuntime"), 1u);
+
+  // A hook with the same path but other args or env is another hook.
+  api::Container c2 = c;
+  c2.mutable_hooks()->mutable_poststart(0)->set_env(0, "A=2");
+  api::ContainerAdjustment adj2;
+  edits_to_adjustment(e, view(c2), opts, &adj2);
+  EXPECT_EQ(adj2.hooks().poststart_size(), 1);
+  EXPECT_EQ(adj2.hooks().create_container_size(), 0);
+}
+
+// The runtime's CDI off (podshim alone): podshim adds every edit once, and
+// the device node gets one allow rule, the runtime's.
+TEST(NriMap, PodshimAloneAddsEachCdiItemOnceWithOneDeviceRule) {
+  cdi::ResolvedEdits e = gpu_edits();
+  e.devices.push_back({"/dev/blk0", "b", 8, 0, std::nullopt, std::nullopt, std::nullopt, "/dev/blk0", true});
+  e.device_rules.push_back({"b", 8, 0, "rwm"});
+  api::Container c;
+  c.add_env("PATH=/bin");
+  api::ContainerAdjustment adj;
+  AdjustmentOptions opts;
+  auto added = edits_to_adjustment(e, view(c), opts, &adj);
+  EXPECT_EQ(added, (std::vector<std::string>{"/dev/gpu0", "/dev/blk0"}));
+  EXPECT_EQ(adj.linux().resources().devices_size(), 0) << "the runtime allows the nodes itself";
+  const FinalSpec f = apply(c, {}, adj);
+  EXPECT_EQ(f.count(f.env, "GPU=1"), 1u);
+  EXPECT_EQ(f.count(f.devices, "/dev/gpu0"), 1u);
+  EXPECT_EQ(f.rules, (std::vector<std::string>{"allow c 195:0 rw", "allow b 8:0 rwm"}));
+  EXPECT_EQ(f.count(f.mounts, "/opt/gpu"), 1u);
+  EXPECT_EQ(f.count(f.hooks.at("poststart"), "/usr/bin/gpu-hook gpu-hook poststart"), 1u);
+  EXPECT_EQ(f.count(f.hooks.at("createContainer"), "/usr/bin/gpu-hook gpu-hook ldcache"), 1u);
+  EXPECT_EQ(f.hooks.at("createRuntime").size(), 1u);
+  EXPECT_EQ(f.hooks.at("poststop").size(), 1u);
+}
+
+// A CDI spec narrower than the runtime's "rw": a deny for the rest, after
+// the runtime's allow (only honoured where NRI passes resources.devices).
+TEST(NriMap, NarrowCdiPermissionsGetADenyNotASecondAllow) {
+  cdi::ResolvedEdits e;
+  e.devices.push_back({"/dev/ro0", "c", 10, 1, std::nullopt, std::nullopt, std::nullopt, "/dev/ro0", true});
+  e.device_rules.push_back({"c", 10, 1, "r"});
+  e.devices.push_back({"/dev/rw0", "c", 10, 2, std::nullopt, std::nullopt, std::nullopt, "/dev/rw0", true});
+  e.device_rules.push_back({"c", 10, 2, "rw"});
+  api::ContainerAdjustment adj;
+  edits_to_adjustment(e, view(api::Container{}), AdjustmentOptions{}, &adj);
+  const FinalSpec f = apply(api::Container{}, {}, adj);
+  EXPECT_EQ(f.rules, (std::vector<std::string>{"allow c 10:1 rw", "allow c 10:2 rw", "deny c 10:1 w"}));
+}
+
+// CRI-O's hooks.d may run podshim-hook already: not added a second time.
+TEST(NriMap, PodshimHookNotAddedWhenTheSpecHasIt) {
+  cdi::ResolvedEdits e = gpu_edits();
+  AdjustmentOptions opts;
+  api::Container c;
+  for (const char* stage : {"createRuntime", "poststop"}) {
+    auto* h = std::string(stage) == "poststop" ? c.mutable_hooks()->add_poststop()
+                                                : c.mutable_hooks()->add_create_runtime();
+    h->set_path(opts.hook_path);
+    h->add_args("podshim-hook");
+    h->add_args(stage);
+  }
+  api::ContainerAdjustment adj;
+  edits_to_adjustment(e, view(c), opts, &adj);
+  EXPECT_EQ(adj.hooks().create_runtime_size(), 0);
+  EXPECT_EQ(adj.hooks().poststop_size(), 0);
+}
+
+TEST(NriMap, HookDecision) {
+  std::vector<std::string> probed;
+  auto only = [&](std::string have) {
+    return [&probed, have](const std::string& p) {
+      probed.push_back(p);
+      return p == have;
+    };
+  };
+  // Present at the host path as podshimd sees it: injected under that path.
+  auto d = decide_hook("/opt/podshim/bin/podshim-hook", "/opt/podshim/bin/podshim-hook",
+                       only("/opt/podshim/bin/podshim-hook"));
+  EXPECT_TRUE(d.inject);
+  EXPECT_EQ(d.path, "/opt/podshim/bin/podshim-hook");
+  EXPECT_EQ(probed, std::vector<std::string>{"/opt/podshim/bin/podshim-hook"});
+  // Absent (the image's own copy does not count): not injected, and the
+  // warning names the path.
+  d = decide_hook("/opt/podshim/bin/podshim-hook", "/opt/podshim/bin/podshim-hook",
+                  only("/usr/libexec/podshim/podshim-hook"));
+  EXPECT_FALSE(d.inject);
+  EXPECT_TRUE(d.path.empty());
+  EXPECT_NE(d.warning.find("/opt/podshim/bin/podshim-hook"), std::string::npos) << d.warning;
+  // Checked through another mount point: both paths named.
+  d = decide_hook("/opt/podshim/bin/podshim-hook", "/host/opt/podshim/bin/podshim-hook", only("x"));
+  EXPECT_FALSE(d.inject);
+  EXPECT_NE(d.warning.find("/host/opt/podshim/bin/podshim-hook"), std::string::npos) << d.warning;
+  // Not absolute: never probed, never injected.
+  probed.clear();
+  d = decide_hook("podshim-hook", "podshim-hook", only("podshim-hook"));
+  EXPECT_FALSE(d.inject);
+  EXPECT_TRUE(probed.empty());
+  EXPECT_NE(d.warning.find("not absolute"), std::string::npos) << d.warning;
+
+  // What the decision feeds: no hook in the adjustment when not injecting,
+  // the host path when injecting.
+  const cdi::ResolvedEdits e = gpu_edits();
+  AdjustmentOptions opts;
+  opts.inject_hook = false;
+  api::ContainerAdjustment adj;
+  edits_to_adjustment(e, view(api::Container{}), opts, &adj);
+  EXPECT_EQ(adj.hooks().create_runtime_size(), 0);
+  EXPECT_EQ(adj.hooks().poststop_size(), 0);
+  EXPECT_EQ(adj.hooks().poststart_size(), 1);  // the CDI spec's own hook still goes in
 }
 
 TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
@@ -430,7 +657,8 @@ class AdapterE2E : public ::testing::Test {
         << "cdiVersion: 0.6.0\nkind: k8s.gpu.example.com/gpu\ndevices:\n"
            "- name: claim1-gpu-0\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n"
            "    env: [GPU_DEVICE=0]\n    mounts:\n    - hostPath: /tmp\n      containerPath: /opt/gpu\n"
-           "      options: [ro, bind]\n";
+           "      options: [ro, bind]\n    hooks:\n    - hookName: poststart\n"
+           "      path: /usr/bin/gpu-hook\n      args: [gpu-hook, poststart]\n";
     cdi::RegistryOptions ro;
     ro.spec_dirs = {cdi_dir_};
     ro.required_owner = std::nullopt;
@@ -820,6 +1048,56 @@ TEST_F(AdapterE2E, CreateContainerInjectsRequestedCdiDevice) {
   ASSERT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }));
   EXPECT_FALSE(st->ok());
   EXPECT_NE(st->message.find("k8s.gpu.example.com/gpu=nope"), std::string::npos) << st->message;
+}
+
+// Each CDI item once in the final spec whoever applied it: requested by the
+// CRI field (NRI v0.12's Container.CDI_devices) or by a cdi.k8s.io/
+// annotation, with the runtime's own CDI on (the container NRI shows already
+// has the edits) or off.
+TEST_F(AdapterE2E, CdiItemsExactlyOnceByFieldOrAnnotationRuntimeCdiOnOrOff) {
+  int n = 0;
+  for (bool by_field : {false, true}) {
+    for (bool runtime_cdi : {false, true}) {
+      SCOPED_TRACE(fmt::format("by {}, runtime CDI {}", by_field ? "field" : "annotation", runtime_cdi ? "on" : "off"));
+      api::Container c = container(p_, fmt::format("cdi{}", n++), 64 * kMi, 2, 0);
+      if (by_field)
+        c.add_cdi_devices()->set_name("k8s.gpu.example.com/gpu=claim1-gpu-0");
+      else
+        (*c.mutable_annotations())["cdi.k8s.io/gpu"] = "k8s.gpu.example.com/gpu=claim1-gpu-0";
+      std::vector<std::string> runtime_rules;
+      if (runtime_cdi) {
+        c.add_env("GPU_DEVICE=0");
+        auto* d = c.mutable_linux()->add_devices();
+        d->set_path("/dev/null");
+        d->set_type("c");
+        d->set_major(1);
+        d->set_minor(3);
+        runtime_rules.push_back("allow c 1:3 rwm");
+        c.add_mounts()->set_destination("/opt/gpu");
+        auto* h = c.mutable_hooks()->add_poststart();
+        h->set_path("/usr/bin/gpu-hook");
+        h->add_args("gpu-hook");
+        h->add_args("poststart");
+      }
+      std::optional<api::CreateContainerResponse> reply;
+      sim_->create_container(p_, c, [&](nri::Status s, api::CreateContainerResponse r) {
+        EXPECT_TRUE(s.ok()) << s.message;
+        reply = r;
+      });
+      ASSERT_TRUE(nri::test::run_until(loop_, [&] { return reply.has_value(); }));
+      const FinalSpec f = apply(c, runtime_rules, reply->adjust());
+      EXPECT_EQ(f.count(f.env, "GPU_DEVICE=0"), 1u);
+      EXPECT_EQ(f.count(f.devices, "/dev/null"), 1u);
+      ASSERT_EQ(f.rules.size(), 1u);
+      EXPECT_EQ(f.rules[0].rfind("allow c 1:3 ", 0), 0u) << f.rules[0];
+      EXPECT_EQ(f.count(f.mounts, "/opt/gpu"), 1u);
+      ASSERT_TRUE(f.hooks.count("poststart"));
+      EXPECT_EQ(f.count(f.hooks.at("poststart"), "/usr/bin/gpu-hook gpu-hook poststart"), 1u);
+      EXPECT_EQ(f.hooks.at("poststart").size(), 1u);
+      ASSERT_TRUE(f.hooks.count("createRuntime"));
+      EXPECT_EQ(f.hooks.at("createRuntime").size(), 1u);  // podshim-hook, once
+    }
+  }
 }
 
 TEST_F(AdapterE2E, RemoveEventsClearTheModel) {
