@@ -1,11 +1,14 @@
-// /etc/podshim/config.yaml: podshimd's configuration. Every key and default is
-// documented in docs/config.md (and docs/config.yaml.example). Unknown keys
-// are errors naming the key, so a typo never silently falls back to a default.
+// /etc/podshim/config.yaml: podshimd's configuration. One schema (config.cc)
+// lists every key with its type and range; docs/config.md and
+// docs/config.yaml.example are tested against it. Unknown, repeated and
+// retired keys are errors naming file:line and the key, so a typo never
+// silently falls back to a default.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -86,13 +89,6 @@ struct Config {
   // cdi:
   std::vector<std::string> cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
 
-  // selinux:
-  std::string selinux_file_type = "container_file_t";
-
-  // hook:
-  bool hook_strict = false;
-  std::chrono::milliseconds hook_timeout{2000};
-
   // metrics: the read-only TCP /metrics listener ("" = off) and the cap on
   // containers in the per-container families.
   std::string metrics_listen;
@@ -107,7 +103,34 @@ struct Config {
   // debug: test seams of the cgroup engine (tests/kernel/crash holds a
   // crash window open with them); zero, the default, is off.
   std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
+
+  // Where each key that is not a default came from: "config.yaml:12" or
+  // "--socket" (for errors found after parsing, e.g. binding metrics.listen).
+  std::map<std::string, std::string, std::less<>> origin;
+  // origin[key], or "default".
+  std::string where(std::string_view key) const;
 };
+
+// One key of the schema (shim/core/config.cc), the single list the parser,
+// `podshimd --help-config`, the docs test and the example test read.
+struct ConfigKey {
+  std::string_view key;   // dotted: "cgroup.shrink_timeout_ms"
+  std::string_view type;  // "integer 1..1900 (ms)"
+  std::string_view flag = {};  // the podshimd flag that overrides it, if any
+  std::string_view unset = {};  // what an empty (or absent optional) value means, if allowed
+};
+const std::vector<ConfigKey>& config_keys();
+
+// A key's value in `c` as the file would spell it ("" for an unset optional).
+std::string config_value(const Config& c, std::string_view key);
+
+// Applies a podshimd flag ("--socket") through the same checks as its key in
+// the file; the error names the flag and the key.
+Result<void> apply_flag(Config& c, std::string_view flag, std::string_view value);
+
+// Checks of keys that constrain each other, after the file and the flags;
+// errors name where each value came from.
+Result<void> check_together(const Config& c);
 
 // Parses YAML text; `source` names it in errors ("config.yaml: unknown key
 // 'socket.grop'").

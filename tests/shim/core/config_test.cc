@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 
 #include "shim/core/config.h"
 
@@ -48,8 +53,7 @@ cgroup: {root: /tmp/cg, driver: systemd, weight_formula: linear, shrink_timeout_
 node: {allocatable: {cpu: "1500m", memory: 2Gi}}
 nri: {enabled: false, socket: /tmp/nri.sock, plugin_index: "05"}
 cdi: {spec_dirs: [/etc/cdi]}
-selinux: {file_type: svirt_sandbox_file_t}
-hook: {strict: true, timeout_ms: 100}
+readback: {interval_ms: 0, repair_drift: true}
 )", "t.yaml");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->log_level, log::Level::Debug);
@@ -63,7 +67,8 @@ hook: {strict: true, timeout_ms: 100}
   EXPECT_EQ(c->allocatable_memory_bytes, int64_t{2} << 30);
   EXPECT_FALSE(c->nri_enabled);
   EXPECT_EQ(c->nri_plugin_index, "05");
-  EXPECT_TRUE(c->hook_strict);
+  EXPECT_EQ(c->readback_interval, std::chrono::milliseconds(0));
+  EXPECT_TRUE(c->repair_drift);
   EXPECT_EQ(c->max_watch_backlog_bytes, 131072u);
   EXPECT_EQ(c->max_watch_total_bytes, 262144u);
 }
@@ -125,53 +130,193 @@ TEST(Config, MissingFile) {
 namespace podshim::core {
 namespace {
 
-// docs/config.yaml.example claims to list the defaults: it must parse and
-// equal them.
+// docs/config.yaml.example claims to list the defaults: it must parse, name
+// every key of the schema, and give each its default.
 TEST(Config, DocumentedExampleIsTheDefaults) {
   const char* src = getenv("PODSHIM_SRC");
   if (!src) GTEST_SKIP() << "run through meson test";
-  auto c = load_config(std::string(src) + "/docs/config.yaml.example", true);
+  const std::string path = std::string(src) + "/docs/config.yaml.example";
+  auto c = load_config(path, true);
   ASSERT_TRUE(c) << c.error().message;
-  Config d;
-  EXPECT_EQ(c->log_level, d.log_level);
-  EXPECT_EQ(c->socket_path, d.socket_path);
-  EXPECT_EQ(c->socket_mode, d.socket_mode);
-  EXPECT_EQ(c->socket_group, d.socket_group);
-  EXPECT_EQ(c->admin_group, d.admin_group);
-  ASSERT_EQ(c->access.size(), d.access.size());
-  for (size_t i = 0; i < d.access.size(); ++i) {
-    EXPECT_EQ(c->access[i].path, d.access[i].path);
-    EXPECT_EQ(c->access[i].methods, d.access[i].methods);
-    EXPECT_EQ(c->access[i].uids, d.access[i].uids);
-    EXPECT_EQ(c->access[i].groups, d.access[i].groups);
+  const Config d;
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& k : config_keys()) {
+    EXPECT_EQ(config_value(*c, k.key), config_value(d, k.key)) << k.key;
+    // The leaf name appears as a key (commented out for the optional ones).
+    const std::string leaf(k.key.substr(k.key.rfind('.') == std::string_view::npos ? 0 : k.key.rfind('.') + 1));
+    EXPECT_TRUE(std::regex_search(text, std::regex("(^|\\n)[ #]*" + leaf + ":"))) << k.key << " is not in " << path;
   }
-  EXPECT_EQ(c->http_timeout, d.http_timeout);
-  EXPECT_EQ(c->max_body_bytes, d.max_body_bytes);
-  EXPECT_EQ(c->max_connections, d.max_connections);
-  EXPECT_EQ(c->max_watch_backlog_bytes, d.max_watch_backlog_bytes);
-  EXPECT_EQ(c->max_watch_total_bytes, d.max_watch_total_bytes);
-  EXPECT_EQ(c->state_dir, d.state_dir);
-  EXPECT_EQ(c->cgroup_root, d.cgroup_root);
-  EXPECT_EQ(c->cgroup_driver, d.cgroup_driver);
-  EXPECT_EQ(c->weight_formula, d.weight_formula);
-  EXPECT_EQ(c->shrink_timeout, d.shrink_timeout);
-  EXPECT_EQ(c->shrink_headroom_bytes, d.shrink_headroom_bytes);
-  EXPECT_EQ(c->shrink_settle, d.shrink_settle);
-  EXPECT_EQ(c->shrink_growth_window, d.shrink_growth_window);
-  EXPECT_EQ(c->shrink_pressure_threshold, d.shrink_pressure_threshold);
-  EXPECT_EQ(c->systemd_call_timeout, d.systemd_call_timeout);
-  EXPECT_EQ(c->test_pause_after_clamp, d.test_pause_after_clamp);
-  EXPECT_EQ(c->test_pause_after_step, d.test_pause_after_step);
-  EXPECT_EQ(c->allocatable_cpu_milli, d.allocatable_cpu_milli);
-  EXPECT_EQ(c->allocatable_memory_bytes, d.allocatable_memory_bytes);
-  EXPECT_EQ(c->nri_enabled, d.nri_enabled);
-  EXPECT_EQ(c->nri_socket, d.nri_socket);
-  EXPECT_EQ(c->nri_plugin_name, d.nri_plugin_name);
-  EXPECT_EQ(c->nri_plugin_index, d.nri_plugin_index);
-  EXPECT_EQ(c->cdi_spec_dirs, d.cdi_spec_dirs);
-  EXPECT_EQ(c->selinux_file_type, d.selinux_file_type);
-  EXPECT_EQ(c->hook_strict, d.hook_strict);
-  EXPECT_EQ(c->hook_timeout, d.hook_timeout);
+}
+
+// The table in docs/config.md lists exactly the schema's keys, with the
+// schema's defaults.
+TEST(Config, DocsTableIsTheSchema) {
+  const char* src = getenv("PODSHIM_SRC");
+  if (!src) GTEST_SKIP() << "run through meson test";
+  std::ifstream in(std::string(src) + "/docs/config.md");
+  ASSERT_TRUE(in);
+  const Config d;
+  std::set<std::string> documented;
+  std::string line;
+  const std::regex row(R"(^\| ((?:`[a-z_.]+`(?:, )?)+) \| ([^|]*) \|)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    const std::string cell = m[2];
+    std::string keys = m[1];
+    static const std::regex quoted("`([a-z_.]+)`");
+    for (std::sregex_iterator it(keys.begin(), keys.end(), quoted), end; it != end; ++it) {
+      const std::string key = (*it)[1];
+      documented.insert(key);
+      auto spec = std::find_if(config_keys().begin(), config_keys().end(), [&](auto& k) { return k.key == key; });
+      if (spec == config_keys().end()) {
+        ADD_FAILURE() << "docs/config.md documents '" << key << "', which the schema does not have";
+        continue;
+      }
+      const std::string value = config_value(d, key);
+      if (value.empty()) {
+        EXPECT_EQ(cell, "empty (" + std::string(spec->unset) + ")") << key;
+      } else if (cell.starts_with("`")) {
+        std::string shown = cell.substr(1, cell.find('`', 1) - 1);
+        if (shown.size() > 1 && shown.front() == '"' && shown.back() == '"') shown = shown.substr(1, shown.size() - 2);
+        EXPECT_EQ(shown, value) << key << ": docs/config.md's default differs from the code's";
+      } else {
+        EXPECT_EQ(key, "access") << key << ": default cell '" << cell << "' is not a value";
+      }
+    }
+  }
+  for (const auto& k : config_keys()) EXPECT_TRUE(documented.count(std::string(k.key))) << k.key << " is not in docs/config.md";
+}
+
+// Every key is read by podshimd somewhere besides the parser: a key that is
+// accepted and does nothing is a lie to the operator.
+TEST(Config, EveryKeyHasAConsumer) {
+  const char* src = getenv("PODSHIM_SRC");
+  if (!src) GTEST_SKIP() << "run through meson test";
+  // The member each key sets; a key missing here fails the test, so a new key
+  // must name its field (and so its consumer).
+  const std::map<std::string, std::string> field = {
+      {"log_level", "log_level"}, {"socket.path", "socket_path"}, {"socket.group", "socket_group"},
+      {"socket.mode", "socket_mode"}, {"socket.admin_group", "admin_group"}, {"access", "access"},
+      {"http.timeout_seconds", "http_timeout"}, {"http.max_body_bytes", "max_body_bytes"},
+      {"http.max_connections", "max_connections"}, {"http.max_watch_backlog_bytes", "max_watch_backlog_bytes"},
+      {"http.max_watch_total_bytes", "max_watch_total_bytes"}, {"state_dir", "state_dir"},
+      {"cgroup.root", "cgroup_root"}, {"cgroup.driver", "cgroup_driver"}, {"cgroup.weight_formula", "weight_formula"},
+      {"cgroup.shrink_timeout_ms", "shrink_timeout"}, {"cgroup.shrink_headroom", "shrink_headroom_bytes"},
+      {"cgroup.shrink_settle_ms", "shrink_settle"}, {"cgroup.shrink_growth_window_ms", "shrink_growth_window"},
+      {"cgroup.shrink_pressure_threshold", "shrink_pressure_threshold"},
+      {"cgroup.systemd_call_timeout_ms", "systemd_call_timeout"},
+      {"debug.test_pause_after_clamp_ms", "test_pause_after_clamp"},
+      {"debug.test_pause_after_step_ms", "test_pause_after_step"}, {"node.allocatable.cpu", "allocatable_cpu_milli"},
+      {"node.allocatable.memory", "allocatable_memory_bytes"}, {"nri.enabled", "nri_enabled"},
+      {"nri.socket", "nri_socket"}, {"nri.plugin_name", "nri_plugin_name"}, {"nri.plugin_index", "nri_plugin_index"},
+      {"cdi.spec_dirs", "cdi_spec_dirs"}, {"metrics.listen", "metrics_listen"},
+      {"metrics.max_containers", "metrics_max_containers"}, {"readback.interval_ms", "readback_interval"},
+      {"readback.slice_budget_us", "readback_slice_budget"}, {"readback.fd_cache", "readback_fd_cache"},
+      {"readback.repair_drift", "repair_drift"},
+  };
+  std::string code;  // podshimd's sources other than the parser
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(src) + "/shim")) {
+    const std::string p = e.path().string();
+    if (!e.is_regular_file() || !(p.ends_with(".cc") || p.ends_with(".h"))) continue;
+    if (p.ends_with("/core/config.cc") || p.ends_with("/core/config.h")) continue;
+    std::ifstream f(p);
+    code.append(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  for (const auto& k : config_keys()) {
+    auto it = field.find(std::string(k.key));
+    if (it == field.end()) {
+      ADD_FAILURE() << k.key << ": name its Config member in this test";
+      continue;
+    }
+    EXPECT_TRUE(std::regex_search(code, std::regex("(\\.|->)" + it->second + "\\b")))
+        << k.key << " (Config::" << it->second << ") is read nowhere in shim/";
+  }
+}
+
+TEST(Config, RepeatedKeysAreRefusedWithTheirLine) {
+  auto r = parse_config("log_level: debug\nsocket:\n  path: /a\n  mode: \"0600\"\n  path: /b\n", "c.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("c.yaml:5: 'socket.path' is given twice"), std::string::npos)
+      << r.error().message;
+  r = parse_config("log_level: debug\nlog_level: err\n", "c.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("c.yaml:2: 'log_level' is given twice"), std::string::npos) << r.error().message;
+  r = parse_config("access:\n  - methods: [GET]\n    methods: [POST]\n", "c.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("c.yaml:3: 'access[0].methods' is given twice"), std::string::npos)
+      << r.error().message;
+}
+
+TEST(Config, ErrorsNameFileLineAndKey) {
+  struct { const char* yaml; const char* says; } cases[] = {
+      {"log_level: info\ncgroup:\n  driver: systemd\n  shrink_timeout_ms: 5000\n",
+       "c.yaml:4: 'cgroup.shrink_timeout_ms' = 5000 exceeds 1900"},
+      {"\n\nsockt: {}\n", "c.yaml:3: unknown key 'sockt'"},
+      {"socket:\n  group: \"wheel;rm\"\n", "c.yaml:2: 'socket.group' is not a group name"},
+      {"nri:\n  plugin_name: \"a b\"\n", "c.yaml:2: 'nri.plugin_name' must be 1..63 of [A-Za-z0-9._-]"},
+      {"cgroup:\n  root:\n", "c.yaml:2: 'cgroup.root' has no value"},
+      {"log_level: [1, 2\n", "c.yaml:"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_config(c.yaml, "c.yaml");
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Config, RetiredKeysSayWhatToDoInstead) {
+  for (const char* y : {"hook: {strict: true}", "hook:\n  timeout_ms: 0\n", "selinux: {file_type: anything_t}"}) {
+    auto r = parse_config(y, "c.yaml");
+    ASSERT_FALSE(r) << y;
+    EXPECT_NE(r.error().message.find("is no longer a setting: podshimd does not read it"), std::string::npos)
+        << r.error().message;
+  }
+}
+
+// Values that constrain each other are checked together: a settle set longer
+// than a quarter of the budget was once cut without a word.
+TEST(Config, SettleMustFitTheShrinkBudget) {
+  auto r = parse_config("cgroup:\n  shrink_timeout_ms: 400\n  shrink_settle_ms: 1900\n", "c.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("c.yaml:3: 'cgroup.shrink_settle_ms' (1900 ms) must be at most a "
+                                   "quarter of 'cgroup.shrink_timeout_ms' (400 ms, c.yaml:2)"),
+            std::string::npos)
+      << r.error().message;
+  // The flag that sets the timeout is named too.
+  r = parse_config("cgroup:\n  shrink_settle_ms: 200\n", "c.yaml");
+  ASSERT_TRUE(r) << r.error().message;
+  r->shrink_timeout = std::chrono::milliseconds(600);
+  r->origin["cgroup.shrink_timeout_ms"] = "--x";
+  auto t = check_together(*r);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("(600 ms, --x)"), std::string::npos) << t.error().message;
+  EXPECT_TRUE(parse_config("cgroup:\n  shrink_timeout_ms: 400\n  shrink_settle_ms: 100\n", "c.yaml"));
+  // The default settle is not an error: it takes a quarter of a short budget.
+  EXPECT_TRUE(parse_config("cgroup:\n  shrink_timeout_ms: 400\n", "c.yaml"));
+}
+
+// A flag is the same key: the same checks, and an error naming the flag.
+TEST(Config, FlagsGoThroughTheFileChecks) {
+  Config c;
+  struct { const char* flag; const char* value; const char* says; } bad[] = {
+      {"--nri-index", "5", "--nri-index: 'nri.plugin_index' must be two digits"},
+      {"--socket", "relative.sock", "--socket: 'socket.path' must be an absolute path"},
+      {"--state-dir", "", "--state-dir: 'state_dir' must be an absolute path"},
+      {"--log-level", "loud", "--log-level: 'log_level': 'loud' is not one of"},
+      {"--nri", "maybe", "--nri: 'nri.enabled' must be true or false"},
+  };
+  for (auto& b : bad) {
+    auto r = apply_flag(c, b.flag, b.value);
+    ASSERT_FALSE(r) << b.flag;
+    EXPECT_NE(r.error().message.find(b.says), std::string::npos) << r.error().message;
+  }
+  ASSERT_TRUE(apply_flag(c, "--nri-index", "05"));
+  EXPECT_EQ(c.nri_plugin_index, "05");
+  EXPECT_EQ(c.where("nri.plugin_index"), "--nri-index");
+  EXPECT_EQ(c.where("socket.path"), "default");
+  EXPECT_FALSE(apply_flag(c, "--no-such-flag", "x"));
 }
 
 }  // namespace
