@@ -251,6 +251,10 @@ Metrics::Metrics()
                      Family::Kind::Counter),
       cdi_spec_errors("podshim_cdi_spec_errors_total", "CDI spec files that failed to load.",
                       Family::Kind::Counter),
+      cdi_hook_injected("podshim_cdi_hook_injected",
+                        "1 when podshimd adds podshim-hook to containers that get CDI devices (the hook was "
+                        "found at its host path), 0 when it does not (no SELinux labels on CDI mounts).",
+                        Family::Kind::Gauge),
       containers("podshim_containers", "Containers known to podshimd.", Family::Kind::Gauge),
       pods("podshim_pods", "Pods known to podshimd.", Family::Kind::Gauge),
       http_requests("podshim_http_requests_total", "Status socket requests by method and code.",
@@ -289,6 +293,7 @@ Metrics::Metrics()
                       Family::Kind::Counter, {"why"}) {
   build_info.set({{"version", PODSHIM_VERSION}, {"commit", PODSHIM_COMMIT}}, 1);
   resize_requests.preset({resize_results()});
+  cdi_hook_injected.set({}, 0);  // hooks-only mode and until NRI mode decides
   nri_events.preset({kNriEvents});
   http_requests.preset({kHttpMethods, kHttpCodes});
   watch_dropped.preset({{"backlog", "total"}});
@@ -297,6 +302,7 @@ Metrics::Metrics()
   shrink_refusals.preset({shrink_whys()});
   all_ = {&build_info,     &resize_requests, &resize_latency, &shrinks_refused, &bytes_reclaimed,
           &oom_kills,      &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors,
+          &cdi_hook_injected,
           &containers,     &pods,            &http_requests,  &http_denied,     &watch_dropped,
           &weight_formula, &weight_samples,  &drift_repairs,  &readback_pass,   &shrink_pressure,
           &shrink_refusals};

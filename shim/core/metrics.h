@@ -88,6 +88,7 @@ class Metrics {
   Family nri_events;             // podshim_nri_events_total{event}
   Family cdi_injections;         // podshim_cdi_injections_total
   Family cdi_spec_errors;        // podshim_cdi_spec_errors_total
+  Family cdi_hook_injected;      // podshim_cdi_hook_injected (0/1): podshim-hook found on the host and injected
   Family containers;             // podshim_containers (gauge)
   Family pods;                   // podshim_pods (gauge)
   Family http_requests;          // podshim_http_requests_total{method,code}

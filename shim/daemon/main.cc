@@ -54,6 +54,15 @@ Options:
                        NRI_PLUGIN_NAME/NRI_PLUGIN_IDX
   --nri-index NN       two-digit plugin index, the order among NRI plugins
                        (overrides nri.plugin_index; default 10)
+  --hook-host-path PATH  where the runtime finds podshim-hook on the HOST
+                       (absolute; default the built-in path). The runtime
+                       runs the hooks NRI mode adds to containers with CDI
+                       devices on the host, so they are added only when that
+                       file is there as podshimd sees it: in a container,
+                       mount the host directory at the same path
+  --install-hook DIR   copy this build's podshim-hook to DIR/podshim-hook
+                       (atomically, mode 0755) and exit (the DaemonSet's init
+                       container; DIR is the host directory, mounted)
   --socket PATH        status socket path (overrides socket.path)
   --state-dir DIR      state directory (overrides state_dir)
   --cgroup-root DIR    cgroup v2 mount (overrides cgroup.root; tests use a
@@ -87,6 +96,7 @@ struct Args {
   std::optional<std::string> metrics_listen;
   bool check_only = false;
   bool no_seccomp = false;
+  std::optional<std::string> hook_host_path, install_hook;
 };
 
 struct Daemon {
@@ -188,6 +198,7 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
 
 int parse_args(int argc, char** argv, Args* a) {
   enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex, OptMetricsListen };
+  enum { OptHookHostPath = 512, OptInstallHook };
   static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
                                 {"nri", required_argument, nullptr, OptNri},
                                 {"socket", required_argument, nullptr, OptSocket},
@@ -200,6 +211,8 @@ int parse_args(int argc, char** argv, Args* a) {
                                 {"nri-socket", required_argument, nullptr, OptNriSocket},
                                 {"nri-index", required_argument, nullptr, OptNriIndex},
                                 {"metrics-listen", required_argument, nullptr, OptMetricsListen},
+                                {"hook-host-path", required_argument, nullptr, OptHookHostPath},
+                                {"install-hook", required_argument, nullptr, OptInstallHook},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
   int c;
@@ -223,6 +236,8 @@ int parse_args(int argc, char** argv, Args* a) {
       case OptNriSocket: a->nri_socket = optarg; break;
       case OptNriIndex: a->nri_index = optarg; break;
       case OptMetricsListen: a->metrics_listen = optarg; break;
+      case OptHookHostPath: a->hook_host_path = optarg; break;
+      case OptInstallHook: a->install_hook = optarg; break;
       case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
       case 'h': std::fputs(kHelp, stdout); return 0;
       default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;
@@ -231,6 +246,13 @@ int parse_args(int argc, char** argv, Args* a) {
   if (optind < argc) {
     std::fprintf(stderr, "podshimd: unexpected argument '%s'\nTry 'podshimd --help'.\n", argv[optind]);
     return 2;
+  }
+  for (const auto& [flag, value] : {std::pair{"--hook-host-path", &a->hook_host_path},
+                                    std::pair{"--install-hook", &a->install_hook}}) {
+    if (*value && (value->value().empty() || value->value().front() != '/')) {
+      std::fprintf(stderr, "podshimd: %s: '%s' is not an absolute path\n", flag, value->value().c_str());
+      return 2;
+    }
   }
   return -1;
 }
@@ -393,7 +415,8 @@ int run(Daemon& d) {
   if (d.cfg.nri_enabled) {
     auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
     auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
-                                      engine_act->formulas(), schedule, d.readback.get());
+                                      engine_act->formulas(), schedule, d.readback.get(),
+                                      d.args.hook_host_path.value_or(""));
     if (!nri) {
       log::err("Starting NRI mode failed: {}", nri.error().message);
       return 1;
@@ -490,5 +513,14 @@ int main(int argc, char** argv) {
   Daemon d;
   int rc = parse_args(argc, argv, &d.args);
   if (rc >= 0) return rc;
+  if (d.args.install_hook) {
+    auto dest = daemon::install_hook(daemon::builtin_hook_path(), *d.args.install_hook);
+    if (!dest) {
+      log::err("Installing podshim-hook failed: {}", dest.error().message);
+      return 1;
+    }
+    log::info("Installed podshim-hook {} as {}", daemon::builtin_hook_path(), *dest);
+    return 0;
+  }
   return run(d);
 }

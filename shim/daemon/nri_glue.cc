@@ -1,6 +1,13 @@
 #include "shim/daemon/nri_glue.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <string>
+
+#include "base/fs.h"
 
 #include "base/log.h"
 #include "base/guard.h"
@@ -10,6 +17,29 @@
 #endif
 
 namespace podshim::daemon {
+
+const char* builtin_hook_path() { return PODSHIM_HOOK_PATH; }
+
+bool executable_file(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0 &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+Result<std::string> install_hook(const std::string& src, const std::string& dest_dir) {
+  if (dest_dir.empty() || dest_dir.front() != '/')
+    return fail(EINVAL, "--install-hook: '{}' is not an absolute path", dest_dir);
+  auto data = fs::read_file(src, size_t{256} << 20);
+  if (!data) return wrap(data, fmt::format("reading the hook to install, {}", src));
+  auto dir = fs::open_dir(dest_dir);
+  if (!dir) return wrap(dir, "--install-hook");
+  // A temporary file renamed over the old copy: a runtime exec'ing the old
+  // one meanwhile keeps its inode, and nothing ever sees half a binary.
+  PODSHIM_TRY(fs::write_file_atomic_at(dir->get(), "podshim-hook", *data, 0755));
+  const std::string dest = (dest_dir.back() == '/' ? dest_dir : dest_dir + "/") + "podshim-hook";
+  if (!executable_file(dest)) return fail(EACCES, "{} was written but is not executable", dest);
+  return dest;
+}
 
 int NriMode::on_inotify(sd_event_source*, int, uint32_t, void* userdata) {
   auto* self = static_cast<NriMode*>(userdata);
@@ -21,7 +51,8 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
                                                 std::shared_ptr<cgroup::WeightFormulaTracker> formulas,
-                                                core::Scheduler schedule, core::ReadBack* readback) {
+                                                core::Scheduler schedule, core::ReadBack* readback,
+                                                const std::string& hook_host_path) {
   std::unique_ptr<NriMode> m(new NriMode());
   m->metrics_ = &metrics;
 
@@ -71,11 +102,19 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
     // A pre-installed plugin is restarted by its runtime, never reconnects.
     if (!will_retry) sd_event_exit(loop, 0);
   };
-  ao.adjustment.hook_path = PODSHIM_HOOK_PATH;
-  ao.adjustment.inject_hook = access(ao.adjustment.hook_path.c_str(), X_OK) == 0;
-  if (!ao.adjustment.inject_hook)
-    log::notice("podshim-hook not found at {}; injected mounts get no SELinux labels",
-                ao.adjustment.hook_path);
+  // The runtime execs the hooks of an adjustment on the host, so the path
+  // must be the host's. It is checked as podshimd sees it: the same file on
+  // a host install, the host directory mounted at the same path in the
+  // DaemonSet (never the image's own copy, which the host does not have).
+  const std::string host_hook = hook_host_path.empty() ? std::string(PODSHIM_HOOK_PATH) : hook_host_path;
+  const adapter::HookDecision hook = adapter::decide_hook(host_hook, host_hook, executable_file);
+  ao.adjustment.inject_hook = hook.inject;
+  ao.adjustment.hook_path = host_hook;
+  metrics.cdi_hook_injected.set({}, hook.inject ? 1 : 0);
+  if (hook.inject)
+    log::info("CDI: injecting podshim-hook as {}", hook.path);
+  else
+    log::warn("{}", hook.warning);
   m->adapter_ = std::make_unique<adapter::NriAdapter>(store, &engine, m->registry_.get(), &metrics, ao);
 
   nri::PluginOptions po;

@@ -19,6 +19,20 @@
 
 namespace podshim::daemon {
 
+// The podshim-hook this build installs (the image's copy in the DaemonSet).
+const char* builtin_hook_path();
+
+// Whether an executable regular file is at `path` (access(X_OK) alone also
+// passes directories).
+bool executable_file(const std::string& path);
+
+// --install-hook DIR: copies the built-in podshim-hook to DIR/podshim-hook
+// (mode 0755) through a temporary file renamed over the old one, so a
+// runtime exec'ing the old copy meanwhile is unaffected and the host always
+// holds the hook of the podshimd version that runs (the DaemonSet's init
+// container). DIR must be absolute and exist.
+Result<std::string> install_hook(const std::string& src, const std::string& dest_dir);
+
 class NriMode {
  public:
   // Loads the CDI registry and starts watching its directories, then
@@ -27,11 +41,16 @@ class NriMode {
   // cfg.nri_socket (reconnecting with backoff while the runtime is away).
   // `formulas` (may be null) learns the runtime's cpu.weight formula;
   // `readback` (may be null) reads containers back after runtime events.
+  // `hook_host_path` (--hook-host-path) is where the runtime finds
+  // podshim-hook on the host; empty: the built-in path (a host install).
+  // The hook is injected only when that file is there as podshimd sees it
+  // (the DaemonSet mounts the host directory at the same path).
   static Result<std::unique_ptr<NriMode>> start(sd_event* loop, const core::Config& cfg,
                                                 core::Store& store, cgroup::Engine& engine,
                                                 core::Metrics& metrics,
                                                 std::shared_ptr<cgroup::WeightFormulaTracker> formulas,
-                                                core::Scheduler schedule, core::ReadBack* readback = nullptr);
+                                                core::Scheduler schedule, core::ReadBack* readback = nullptr,
+                                                const std::string& hook_host_path = {});
   ~NriMode();
 
   // The NRI-mode actuator (one writer per value: the runtime).

@@ -243,6 +243,72 @@ TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// The runtime runs the hooks of an adjustment on the host, so podshimd names
+// the host path it was given (--hook-host-path) and only when the file is
+// there as podshimd sees it (the DaemonSet mounts the host directory at the
+// same path); otherwise it injects no hook and says so in a metric.
+struct HookCase {
+  api::ContainerAdjustment adjust;
+  std::string metrics;
+};
+class PodshimdNriHook : public PodshimdNri {
+ protected:
+  HookCase run_case(bool hook_present) {
+    HookCase out;
+    std::ofstream(dir_ + "/cdi/vendor.yaml")
+        << "cdiVersion: 0.6.0\nkind: vendor.example.com/gpu\ndevices:\n"
+           "- name: gpu0\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n"
+           "    mounts:\n    - hostPath: /tmp\n      containerPath: /opt/gpu\n      options: [ro, bind]\n";
+    const std::string bin = dir_ + "/hostbin", hook = bin + "/podshim-hook";
+    std::filesystem::create_directories(bin);
+    if (hook_present) {
+      std::ofstream(hook) << "#!/bin/true\n";
+      std::filesystem::permissions(hook, std::filesystem::perms(0755));
+    }
+    start_external({"--hook-host-path", hook});
+    EXPECT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+    api::Container c = ctr_;
+    c.set_id("c2");
+    c.set_name("c2");
+    c.set_state(api::CONTAINER_CREATED);
+    (*c.mutable_annotations())["cdi.k8s.io/gpu"] = "vendor.example.com/gpu=gpu0";
+    std::optional<api::CreateContainerResponse> reply;
+    sim_->create_container(pod_, c, [&](nri::Status s, api::CreateContainerResponse r) {
+      EXPECT_TRUE(s.ok()) << s.message;
+      reply = r;
+    });
+    EXPECT_TRUE(nri::test::run_until(loop_, [&] { return reply.has_value(); }, 30));
+    if (reply) out.adjust = reply->adjust();
+    status::ClientOptions o;
+    o.socket_path = dir_ + "/podshim.sock";
+    auto m = status::http_request(o, "GET", "/metrics");
+    if (m) out.metrics = m->body;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    EXPECT_TRUE(exited(&status, 20));
+    return out;
+  }
+};
+
+TEST_F(PodshimdNriHook, HookAtItsHostPathIsInjectedUnderThatPath) {
+  HookCase r = run_case(true);
+  ASSERT_EQ(r.adjust.linux().devices_size(), 1);
+  ASSERT_EQ(r.adjust.hooks().create_runtime_size(), 1);
+  EXPECT_EQ(r.adjust.hooks().create_runtime(0).path(), dir_ + "/hostbin/podshim-hook");
+  ASSERT_EQ(r.adjust.hooks().poststop_size(), 1);
+  EXPECT_EQ(r.adjust.hooks().poststop(0).path(), dir_ + "/hostbin/podshim-hook");
+  EXPECT_NE(r.metrics.find("\npodshim_cdi_hook_injected 1\n"), std::string::npos) << r.metrics;
+}
+
+TEST_F(PodshimdNriHook, NoHookAtTheHostPathMeansNoHookInjected) {
+  HookCase r = run_case(false);
+  EXPECT_EQ(r.adjust.linux().devices_size(), 1);  // the device still goes in
+  EXPECT_EQ(r.adjust.mounts_size(), 1);
+  EXPECT_EQ(r.adjust.hooks().create_runtime_size(), 0);
+  EXPECT_EQ(r.adjust.hooks().poststop_size(), 0);
+  EXPECT_NE(r.metrics.find("\npodshim_cdi_hook_injected 0\n"), std::string::npos) << r.metrics;
+}
+
 TEST_F(PodshimdNri, PreinstalledPluginTakesItsConfigFromConfigure) {
   // The runtime starts /opt/nri/plugins/NN-podshim with only NRI_PLUGIN_*
   // in the environment; the wrapper stands in for the packaged symlink and

@@ -176,6 +176,10 @@ TEST(PodshimdCli, HelpAndBadFlags) {
   }
   EXPECT_EQ(WEXITSTATUS(system((bin + " --nri=maybe 2>/dev/null").c_str())), 2);
   EXPECT_EQ(WEXITSTATUS(system((bin + " --config /nonexistent.yaml --check-config 2>/dev/null").c_str())), 2);
+  for (const char* flag : {"--hook-host-path", "--install-hook"}) {
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(WEXITSTATUS(system((bin + " " + flag + " relative/path 2>/dev/null").c_str())), 2) << flag;
+  }
 }
 
 }  // namespace
