@@ -158,6 +158,9 @@ json to_json(const Container& c) {
   pol["memory"] = to_string(c.memory_policy);
   j["desired"] = to_json(c.desired);
   j["allocated"] = to_json(c.allocated);
+  // What the kernel should hold (the kubelet's actuated resources): the
+  // allocated values unless an actuation failed or a restart is awaited.
+  j["actuated"] = to_json(c.kernel_target());
   j["actual"] = c.actual ? to_json(*c.actual) : json(nullptr);
   json& conds = j["conditions"] = json::array();
   if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
@@ -260,6 +263,11 @@ Result<Container> container_from_json(const json& j) {
     auto r = resources_from_json(j[key]);
     if (!r) return wrap(r, key);
     (std::string_view(key) == "desired" ? c.desired : c.allocated) = *r;
+  }
+  if (j.contains("actuated")) {
+    auto r = resources_from_json(j["actuated"]);
+    if (!r) return wrap(r, "actuated");
+    if (*r != c.allocated) c.actuated = *r;  // written as the allocated values when unset
   }
   auto a = actual_from_json(j, "actual");
   if (!a) return Unexpected(a.error());

@@ -197,6 +197,9 @@ void append_json(std::string& out, const Container& c) {
   key(out, "actual");
   actual(out, c.actual);
   out += ',';
+  key(out, "actuated");
+  append_json(out, c.kernel_target());
+  out += ',';
   key(out, "allocated");
   append_json(out, c.allocated);
   out += ',';

@@ -122,7 +122,9 @@ cgroup::WeightFormula other(cgroup::WeightFormula f) {
   return f == cgroup::WeightFormula::Linear ? cgroup::WeightFormula::Quadratic : cgroup::WeightFormula::Linear;
 }
 
-// Kernel ≠ allocated, for the values podshim manages. `settled` is false
+// Kernel ≠ `a` (Container::kernel_target(): the allocated values, or after a
+// failed or refused actuation the ones the kernel kept), for the values
+// podshim manages. `settled` is false
 // while weight_formula: auto has no evidence yet: then either formula's
 // weight is in step (the fallback may not be the runtime's).
 std::vector<Drift> judge(const K8sResources& a, const Kernel& k, cgroup::WeightFormula f, bool settled) {
@@ -259,7 +261,7 @@ struct ReadBack::Impl {
     e.id = &it->first;
     e.cgroup_path_hash = hash_of(c.cgroup_path);
     e.state_hash = hash_of(c.state);
-    e.allocated_hash = resources_hash(c.allocated);
+    e.allocated_hash = resources_hash(c.kernel_target());
     // What is allocated when podshim first sees a container is what the
     // runtime already wrote (Synchronize, CreateContainer): settled.
     e.allocated_at = now() - opts.settle;
@@ -314,8 +316,8 @@ struct ReadBack::Impl {
       e.state_hash = hash_of(c.state);
       read = true;
     }
-    if (resources_hash(c.allocated) != e.allocated_hash) {
-      e.allocated_hash = resources_hash(c.allocated);
+    if (resources_hash(c.kernel_target()) != e.allocated_hash) {
+      e.allocated_hash = resources_hash(c.kernel_target());
       e.allocated_at = now();
     }
     // Someone stored the container without the drift podshim reported
@@ -409,7 +411,7 @@ struct ReadBack::Impl {
     }
     if (!fresh) return;  // one attempt per drift; a failure is logged once
     cgroup::PodResizeRequest req;
-    req.containers.push_back({id, c.cgroup_path, c.allocated});
+    req.containers.push_back({id, c.cgroup_path, c.kernel_target()});
     req.mode = cgroup::WriteMode::All;
     std::weak_ptr<int> w = alive;
     engine->resize(req, [this, w, id](Result<cgroup::ResizeReport> r) {
@@ -454,6 +456,7 @@ struct ReadBack::Impl {
       x.cgroup_path = k.cgroup_path;
       x.state = k.state;
       x.allocated = k.allocated;
+      x.actuated = k.actuated;
       x.actual = k.actual;
       x.drift = k.drift;
       c = std::move(x);
@@ -466,8 +469,8 @@ struct ReadBack::Impl {
     Entry& e = it != entries.end() ? it->second : add(*c);
     e.queued = false;
     if (c->cgroup_path.empty()) return;
-    if (resources_hash(c->allocated) != e.allocated_hash) {
-      e.allocated_hash = resources_hash(c->allocated);
+    if (resources_hash(c->kernel_target()) != e.allocated_hash) {
+      e.allocated_hash = resources_hash(c->kernel_target());
       e.allocated_at = now();
     }
     std::vector<Drift> now_drift;
@@ -508,8 +511,9 @@ struct ReadBack::Impl {
       act.resources.cpu_request_milli = cgroup::weight_to_milli_cpu(*k->weight, f);
       // Many requests map onto one weight; when the kernel holds exactly
       // the weight of the allocated request, that request is what it holds.
-      if (c->allocated.cpu_request_milli && *k->weight == cgroup::milli_cpu_to_weight(*c->allocated.cpu_request_milli, f))
-        act.resources.cpu_request_milli = c->allocated.cpu_request_milli;
+      const auto& want = c->kernel_target();
+      if (want.cpu_request_milli && *k->weight == cgroup::milli_cpu_to_weight(*want.cpu_request_milli, f))
+        act.resources.cpu_request_milli = want.cpu_request_milli;
     }
     if (k->cpu_max && k->cpu_max->quota_us)
       act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k->cpu_max->quota_us, k->cpu_max->period_us);
@@ -520,7 +524,7 @@ struct ReadBack::Impl {
 
     // An allocation the runtime may still be writing is not judged yet.
     if (now() - e.allocated_at >= opts.settle)
-      now_drift = judge(c->allocated, *k, f, formula_settled());
+      now_drift = judge(c->kernel_target(), *k, f, formula_settled());
     else
       now_drift = e.drift;
     report(id, e, now_drift);

@@ -1,10 +1,16 @@
 // The read-back: what the kernel holds for every container (its `actual`),
 // read at Synchronize, after every runtime event and periodically, and drift —
-// a value the kernel holds that differs from the one podshim allocated (a
+// a value the kernel holds that differs from the one podshim last gave it (a
 // hand edit of memory.max, another agent's write) — reported as a Drift on the
-// container (the PodshimDrift condition), the podshim_drift metric and one log
-// line per drift; with repair_drift the allocated values are written again
-// through the cgroup engine.
+// container (its `drift` list and the PodshimDrift condition), the
+// podshim_drift metric and one log line per drift; with repair_drift those
+// values are written again through the cgroup engine.
+//
+// Drift is judged against Container::kernel_target(), not `allocated`: after a
+// resize that failed or was refused (PodResizeInProgress/Error) the kernel
+// rightly keeps the values before it, and that is the resize's error, not
+// drift. Drift is never a resize state either: it sets no PodResize*
+// condition.
 //
 // Cost: the periodic pass runs on the daemon's loop in slices of at most
 // `slice_budget` each, yielding to the loop between slices, so a node with

@@ -465,6 +465,15 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     it.c.conditions.pending.reset();
     bool cpu_changed = cpu_differs(it.c.allocated, it.next);
     bool mem_changed = mem_differs(it.c.allocated, it.next);
+    // The values of an actuation that failed or was refused are allocated
+    // but not in the kernel: asked for again, they are actuated again (the
+    // kubelet retries while allocated and actuated differ), not "unchanged".
+    const bool retry = !from_runtime && !cpu_changed && !mem_changed && it.c.actuated &&
+                       !it.c.restart_required && !running_.count(it.c.id);
+    if (retry) {
+      cpu_changed = cpu_differs(*it.c.actuated, it.next);
+      mem_changed = mem_differs(*it.c.actuated, it.next);
+    }
     if (!from_runtime && !cpu_changed && !mem_changed) {
       if (running_.count(it.c.id)) {
         // What a running actuation will leave: its outcome is this one's
@@ -472,7 +481,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
         f->joins_running = true;
         continue;
       }
-      if (!it.c.restart_required) it.c.conditions.in_progress.reset();
+      it.c.conditions.in_progress.reset();
       it.c.last_outcome = "unchanged";
       continue;
     }
@@ -483,8 +492,13 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
       f->any_restart = true;
       it.c.restart_required = true;
       it.c.last_outcome = "restart_required";
-      std::string msg = fmt::format("Container {} resize requires restart", it.c.name.empty() ? it.c.id : it.c.name);
-      it.c.conditions.in_progress = Condition{"", msg, it.c.generation, f->now};
+      // Nothing is actuated: the kernel keeps the values before until the
+      // container's owner restarts it. podshim never restarts a container,
+      // so no PodResizeInProgress stands for it (that would count as in
+      // progress for ever); restartRequired says what waits.
+      if (!it.c.actuated) it.c.actuated = it.before;
+      if (*it.c.actuated == it.c.allocated) it.c.actuated.reset();
+      it.c.conditions.in_progress.reset();
       continue;
     }
     if (it.c.cgroup_path.empty()) {
@@ -524,6 +538,9 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
         // Allocated when the actuation has run (it sees the values before).
         stored.allocated = it.before;
         stored.last_outcome = "in_progress";
+        // The one time PodResizeInProgress has no reason: while this
+        // actuation runs (KEP-1287 §Resize Status). finish() replaces it.
+        stored.conditions.in_progress = Condition{"", kInProgressMessage, it.c.generation, f->now};
       }
       if (auto r = store_.upsert_container(stored); !r)
         log::warn("storing container {}: {}", it.c.id, r.error().message);
@@ -603,9 +620,15 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     for (auto& it : f->items) {
       if (!it.actuated) continue;
       // Allocated stays at the new values: the kubelet allocates before it
-      // actuates and retries actuation (KEP-1287 §Resource States).
+      // actuates and retries actuation (KEP-1287 §Resource States). The
+      // kernel keeps the values before (the engine rolls a failed write
+      // back; the runtime does not write an update podshim refused): those
+      // are what read-back judges drift against, so the refusal shows as
+      // PodResizeInProgress/Error and not as drift.
       change(it, [&](Container& c) {
+        if (!c.actuated) c.actuated = it.before;
         c.allocated = it.next;
+        if (*c.actuated == c.allocated) c.actuated.reset();
         c.conditions.in_progress = Condition{std::string(kReasonError), e.message, c.generation, now};
         c.last_error = e.message;
         c.last_outcome = "error";
@@ -649,6 +672,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     }
     change(it, [&](Container& c) {
       c.allocated = it.next;
+      c.actuated.reset();  // the kernel has the allocated values now
       if (kill_msg.empty()) {
         c.conditions.in_progress.reset();
         c.last_error.clear();

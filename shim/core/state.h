@@ -66,8 +66,10 @@ inline constexpr std::string_view kPodResizeInProgress = "PodResizeInProgress";
 inline constexpr std::string_view kReasonDeferred = "Deferred";
 inline constexpr std::string_view kReasonInfeasible = "Infeasible";
 inline constexpr std::string_view kReasonError = "Error";
-// podshim's own condition: the kernel holds a value other than the allocated
-// one (shim/core/readback.h); present while any Drift is.
+// podshim's own condition: the kernel holds a value other than the one
+// podshim last gave it (shim/core/readback.h); present while any Drift is.
+// Not a resize condition: a client counting resizes looks only at the two
+// types above.
 inline constexpr std::string_view kPodshimDrift = "PodshimDrift";
 
 // One pod condition; its status is always "True" while present and it is
@@ -105,13 +107,16 @@ struct ActualResources {
 };
 
 // One value the kernel holds for a container that differs from what podshim
-// allocated, found by the periodic read-back (shim/core/readback.h). Values
-// are the attribute's own text ("268435456", "50000 100000", "39"), so the
-// allocated side is exactly what podshim would write.
+// last gave it (Container::kernel_target(): the allocated values, or those
+// before a failed or refused actuation), found by the periodic read-back
+// (shim/core/readback.h). A refused resize is not drift: it is
+// PodResizeInProgress/Error. Values are the attribute's own text
+// ("268435456", "50000 100000", "39"), so the `allocated` side is exactly
+// what podshim would write.
 struct Drift {
   std::string resource;   // cpu_request | cpu_limit | memory_limit
   std::string file;       // cpu.weight | cpu.max | memory.max
-  std::string allocated;  // the attribute value the allocation implies
+  std::string allocated;  // the attribute value kernel_target() implies
   std::string actual;     // what the kernel holds
   int64_t since_unix_ms = 0;
   bool operator==(const Drift&) const = default;
@@ -143,8 +148,15 @@ struct Container {
   ResizePolicy memory_policy = ResizePolicy::NotRequired;
   K8sResources desired;    // spec: what was last asked for
   K8sResources allocated;  // what podshim accepted
+  // What the kernel was last given for this container when that is not
+  // `allocated`: the values before an actuation that failed or was refused
+  // (the engine rolls back; the runtime does not write a refused update), or
+  // before a resize that waits for a restart. The kubelet keeps the same
+  // distinction (pkg/kubelet/allocation, its actuated resources). Unset: the
+  // kernel should hold `allocated`. Drift is judged against kernel_target().
+  Boxed<K8sResources> actuated;
   std::optional<ActualResources> actual;
-  std::vector<Drift> drift;  // kernel ≠ allocated; empty while in step
+  std::vector<Drift> drift;  // kernel ≠ kernel_target(); empty while in step
   ResizeConditions conditions;
   bool restart_required = false;  // a RestartContainer resize awaits a restart
   int64_t generation = 0;         // bumped by every resize request
@@ -156,6 +168,8 @@ struct Container {
   std::string last_outcome;
   StringMap annotations;
   Source source = Source::Api;
+  // The values the kernel should hold: `actuated` when set, else `allocated`.
+  const K8sResources& kernel_target() const { return actuated ? *actuated : allocated; }
   bool operator==(const Container&) const = default;
 };
 

@@ -152,8 +152,20 @@ void ContainerMetrics::on_event(const core::Event& ev) {
   auto [it, fresh] = tracks_.try_emplace(c.id);
   Track& t = it->second;
   const bool unseen = t.generation < 0;
+  // PodResizeInProgress without a reason: an actuation is running (the
+  // manager stores the new generation, and the allocated values before it,
+  // until it ends). Its outcome is taken when it ends, against those.
+  if (c.conditions.in_progress && c.conditions.in_progress->reason.empty()) {
+    t.running = true;
+    t.generation = c.generation;
+    t.allocated = c.allocated;
+    return;
+  }
   bool resized = false;
-  if (unseen) {
+  if (t.running) {
+    t.running = false;
+    resized = true;
+  } else if (unseen) {
     // First sight (registration, or the first resize after a restart of
     // podshimd): an outcome only if something already happened to it.
     resized = t.pending_duration > 0 || !c.conditions.empty();
@@ -287,8 +299,10 @@ void ContainerMetrics::render(std::string& out) const {
            t == tracks.end() ? 0 : static_cast<double>(t->second.shrinks_refused));
   });
   header(out, "podshim_drift", "gauge",
-         "1 while the kernel holds a value other than the allocated one for the container (resource: "
-         "cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back.");
+         "1 while the kernel holds a value other than the one podshim last gave it for the container "
+         "(resource: cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back. "
+         "Not a resize state: a refused or failed resize is podshim_container_resize_condition "
+         "{type=\"PodResizeInProgress\",reason=\"Error\"}, not drift.");
   each([&](const Container& c, const Labels& l) {
     if (!c.actual || c.state == "stopped") return;
     for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) {

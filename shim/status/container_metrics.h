@@ -65,6 +65,7 @@ class ContainerMetrics {
     double pending_duration = 0;  // actuation seen since the last outcome
     uint64_t shrinks_refused = 0;
     core::K8sResources allocated;  // at the last event, to tell applied from unchanged
+    bool running = false;          // an actuation runs (PodResizeInProgress, no reason)
   };
   void on_event(const core::Event& ev);
 

@@ -14,6 +14,7 @@
 #include "cgroup/engine.h"
 #include "shim/core/config.h"
 #include "shim/core/json.h"
+#include "shim/core/resize.h"
 #include "tests/cgroup/fake_tree.h"
 
 namespace podshim::core {
@@ -266,6 +267,94 @@ TEST_F(ReadBackTest, HandEditOfMemoryMaxIsReportedWithinOnePeriodOnce) {
   loop_.advance(5000ms);
   EXPECT_EQ(count_lines("Drift:"), 2);
   EXPECT_EQ(drift_metric("c1", "cpu_limit"), 1);
+}
+
+// Refuses every memory shrink, as the engine (or the runtime's NRI path)
+// does when usage stays above the target; writes nothing.
+struct RefusingActuator : Actuator {
+  void apply(const Actuation& a, Done done) override {
+    cgroup::ShrinkRefusal r;
+    r.id = a.plan.containers.empty() ? "" : a.plan.containers[0].id;
+    r.target = 128 * Mi;
+    r.usage = 200 * Mi;
+    done(Unexpected(cgroup::shrink_refused(r)));
+  }
+};
+
+// A refused shrink leaves the kernel at the values before it: that is the
+// resize's error (PodResizeInProgress/Error), not drift. Drift is still
+// found, against those values, when someone edits the cgroup afterwards.
+TEST_F(ReadBackTest, ARefusedShrinkIsNotDriftButAHandEditAfterItIs) {
+  make(options());
+  rb_->start();
+  add_pod();
+  add_cgroup("c1", a_);
+  add_container("c1", a_);
+  loop_.advance(0ms);
+  ASSERT_TRUE(store_->container("c1")->drift.empty());
+
+  RefusingActuator refuse;
+  ResizeManager mgr(*store_, refuse, NodeAllocatable{4000, 1024 * Mi});
+  ContainerResize req;
+  req.container_id = "c1";
+  req.resources.memory_limit_bytes = 128 * Mi;
+  auto r = mgr.resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcome, ResizeOutcome::Error);
+  auto c = store_->container("c1");
+  EXPECT_EQ(c->allocated.memory_limit_bytes, 128 * Mi);  // allocated, as the kubelet does
+  ASSERT_TRUE(c->actuated);
+  EXPECT_EQ(c->actuated->memory_limit_bytes, 256 * Mi);  // what the kernel kept
+
+  // Long past the settle time and many periods: no drift, no line, and the
+  // metric podshim_drift stays 0.
+  loop_.advance(30000ms);
+  c = store_->container("c1");
+  EXPECT_TRUE(c->drift.empty()) << "a refused shrink was reported as drift: " << to_json(*c).dump();
+  EXPECT_EQ(drift_metric("c1", "memory_limit"), 0);
+  EXPECT_EQ(count_lines("Drift:"), 0);
+  ASSERT_TRUE(c->conditions.in_progress);
+  EXPECT_EQ(c->conditions.in_progress->reason, "Error");
+  auto j = to_json(*c);
+  for (const auto& k : j["conditions"]) EXPECT_NE(k["type"], "PodshimDrift") << j.dump();
+  EXPECT_EQ(j["actuated"]["memoryLimitBytes"], 256 * Mi);
+  EXPECT_EQ(j["allocated"]["memoryLimitBytes"], 128 * Mi);
+
+  // Someone writes memory.max by hand: drift, judged against the kept 256 Mi.
+  tree_.set("kubepods/pod1/c1", "memory.max", std::to_string(512 * Mi) + "\n");
+  loop_.advance(5000ms);
+  c = store_->container("c1");
+  ASSERT_EQ(c->drift.size(), 1u);
+  EXPECT_EQ(c->drift[0].allocated, std::to_string(256 * Mi));
+  EXPECT_EQ(c->drift[0].actual, std::to_string(512 * Mi));
+  EXPECT_EQ(drift_metric("c1", "memory_limit"), 1);
+  // Drift does not touch the resize state.
+  ASSERT_TRUE(c->conditions.in_progress);
+  EXPECT_EQ(c->conditions.in_progress->reason, "Error");
+  EXPECT_FALSE(c->conditions.pending);
+}
+
+// Drift alone sets no resize condition: a drifting container is neither
+// pending nor in progress.
+TEST_F(ReadBackTest, DriftIsNotAResizeState) {
+  make(options());
+  rb_->start();
+  add_pod();
+  add_cgroup("c1", a_);
+  add_container("c1", a_);
+  loop_.advance(0ms);
+  tree_.set("kubepods/pod1/c1", "memory.max", std::to_string(512 * Mi) + "\n");
+  loop_.advance(5000ms);
+  auto c = store_->container("c1");
+  ASSERT_EQ(c->drift.size(), 1u);
+  EXPECT_TRUE(c->conditions.empty());
+  EXPECT_FALSE(c->actuated);
+  auto j = to_json(*c);
+  EXPECT_EQ(j["actuated"], j["allocated"]);
+  size_t resize_conditions = 0;
+  for (const auto& k : j["conditions"])
+    resize_conditions += k["type"] == "PodResizePending" || k["type"] == "PodResizeInProgress";
+  EXPECT_EQ(resize_conditions, 0u) << j.dump();
 }
 
 TEST_F(ReadBackTest, RepairOffWritesNothing) {

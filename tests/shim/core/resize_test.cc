@@ -164,6 +164,9 @@ TEST_F(ResizeTest, DeferredWhenOthersHoldTheRoomThenRetried) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, ResizeOutcome::Deferred);
   EXPECT_EQ(c1().conditions.pending->reason, "Deferred");
+  // Pending, and nothing else: not in progress, nothing actuated.
+  EXPECT_FALSE(c1().conditions.in_progress);
+  EXPECT_FALSE(c1().actuated);
   EXPECT_EQ(c1().allocated.memory_request_bytes, 64 * Mi);
   // The other container goes away: the deferred resize now fits.
   ASSERT_TRUE(store->remove_container("other"));
@@ -189,8 +192,13 @@ TEST_F(ResizeTest, RestartContainerIsReportedNotActuated) {
   auto c = c1();
   EXPECT_TRUE(c.restart_required);
   EXPECT_EQ(c.allocated.memory_limit_bytes, 256 * Mi);
-  ASSERT_TRUE(c.conditions.in_progress);
-  EXPECT_EQ(c.conditions.in_progress->reason, "");
+  // Nothing runs in podshim for it (podshim never restarts a container): it
+  // is restartRequired, not PodResizeInProgress for ever, and the kernel
+  // keeps the values before until the restart.
+  EXPECT_FALSE(c.conditions.in_progress);
+  ASSERT_TRUE(c.actuated);
+  EXPECT_EQ(c.actuated->memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(c.kernel_target().memory_limit_bytes, 128 * Mi);
   EXPECT_EQ(c.memory_policy, ResizePolicy::RestartContainer);
 }
 
@@ -337,11 +345,17 @@ TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
   EXPECT_EQ(r->outcome, ResizeOutcome::InProgress);
   EXPECT_EQ(r->generations.at("c1"), 1);
   EXPECT_EQ(c1().last_outcome, "in_progress");
+  // While it runs, and only then: PodResizeInProgress without a reason.
+  ASSERT_TRUE(c1().conditions.in_progress);
+  EXPECT_EQ(c1().conditions.in_progress->reason, "");
+  EXPECT_EQ(c1().conditions.in_progress->observed_generation, 1);
+  EXPECT_FALSE(c1().conditions.pending);
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 0);
   act.complete();
   auto c = c1();
   EXPECT_EQ(c.last_outcome, "applied");
   EXPECT_TRUE(c.conditions.empty());
+  EXPECT_FALSE(c.actuated);
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
   EXPECT_EQ(metrics.resize_latency.count(), 1u);
 }
@@ -385,6 +399,80 @@ TEST_F(ResizeTest, RequestBackToTheOldValuesWhileAChangeRunsEndsWithTheLastReque
   auto idle = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
   ASSERT_TRUE(idle);
   EXPECT_EQ(idle->outcome, ResizeOutcome::Unchanged);
+}
+
+// A refused shrink ends the actuation: PodResizeInProgress/Error with the
+// refusal, never PodResizeInProgress without a reason; the kernel keeps the
+// values before (actuated), which is what drift is judged against.
+TEST_F(ResizeTest, ARefusedShrinkIsAnErrorNotInProgressAndTheKernelKeepsTheOldValues) {
+  act.hold = true;
+  act.refusal = cgroup::ShrinkRefusal{};
+  act.refusal->id = "c1";
+  act.refusal->target = 32 * Mi;
+  act.refusal->usage = 90 * Mi;
+  auto r = resize({std::nullopt, std::nullopt, 16 * Mi, 32 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::InProgress);
+  ASSERT_TRUE(c1().conditions.in_progress);
+  EXPECT_EQ(c1().conditions.in_progress->reason, "");  // being applied
+  EXPECT_EQ(c1().allocated.memory_limit_bytes, 128 * Mi);
+  act.complete();
+  auto c = c1();
+  ASSERT_TRUE(c.conditions.in_progress);
+  EXPECT_EQ(c.conditions.in_progress->reason, "Error");
+  EXPECT_FALSE(c.conditions.in_progress->message.empty());
+  EXPECT_FALSE(c.conditions.pending);
+  EXPECT_EQ(c.last_outcome, "error");
+  EXPECT_EQ(c.allocated.memory_limit_bytes, 32 * Mi);  // allocated, as the kubelet does
+  ASSERT_TRUE(c.actuated);
+  EXPECT_EQ(c.actuated->memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(c.actuated->memory_request_bytes, 64 * Mi);
+  EXPECT_EQ(c.kernel_target().memory_limit_bytes, 128 * Mi);
+  EXPECT_EQ(metrics.shrinks_refused.value(), 1);
+
+  // A second refusal keeps the values the kernel really has, not the
+  // refused ones of the first.
+  act.hold = false;
+  r = resize({std::nullopt, std::nullopt, 8 * Mi, 16 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Error);
+  EXPECT_EQ(c1().actuated->memory_limit_bytes, 128 * Mi);
+
+  // The refused values asked for again are actuated again (the kubelet
+  // retries while allocated and actuated differ), not "unchanged"; once
+  // they land, nothing is left to report.
+  act.refusal.reset();
+  const size_t calls = act.calls.size();
+  r = resize({std::nullopt, std::nullopt, 8 * Mi, 16 * Mi});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+  EXPECT_EQ(act.calls.size(), calls + 1);
+  c = c1();
+  EXPECT_TRUE(c.conditions.empty());
+  EXPECT_FALSE(c.actuated);
+  EXPECT_EQ(c.kernel_target().memory_limit_bytes, 16 * Mi);
+}
+
+// The runtime's own update (NRI) refused: the same error state, and the
+// runtime's values before it are what the kernel keeps.
+TEST_F(ResizeTest, ARefusedRuntimeShrinkIsAnError) {
+  act.refusal = cgroup::ShrinkRefusal{};
+  ResizeIntent in;
+  in.source = IntentSource::NriUpdateContainer;
+  in.pod_uid = "p1";
+  ContainerResize cr;
+  cr.container_id = "c1";
+  cr.resources = K8sResources{250, 500, 16 * Mi, 32 * Mi};
+  in.containers = {cr};
+  std::optional<Result<ResizeResult>> got;
+  mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->outcome, ResizeOutcome::Error);
+  auto c = c1();
+  ASSERT_TRUE(c.conditions.in_progress);
+  EXPECT_EQ(c.conditions.in_progress->reason, "Error");
+  ASSERT_TRUE(c.actuated);
+  EXPECT_EQ(c.actuated->memory_limit_bytes, 128 * Mi);
 }
 
 TEST(MachineAllocatable, ReadsMemTotal) {
