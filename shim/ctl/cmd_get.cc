@@ -22,7 +22,7 @@ std::string str_of(const json& j, const char* key) {
 }
 
 const std::vector<std::string> kContainerHeader = {"CONTAINER", "POD", "NAME", "CPU(REQ/LIM)", "MEM(REQ/LIM)",
-                                                   "ACTUAL(CPU MEM)", "GEN", "RESIZE"};
+                                                   "ACTUAL(CPU MEM)", "GEN", "RESIZE", "DRIFT"};
 const std::vector<std::string> kContainerWide = {"STATE", "POLICY(CPU/MEM)", "LAST-OUTCOME", "CGROUP"};
 
 std::vector<std::string> container_row(const json& c, bool wide) {
@@ -40,7 +40,8 @@ std::vector<std::string> container_row(const json& c, bool wide) {
                 fmt_mem(act, "memoryLimitBytes")
           : "-",
       std::to_string(c.value("generation", 0)),
-      fmt_conditions(c)};
+      fmt_conditions(c),
+      fmt_drift(c)};
   if (wide) {
     const json& pol = c.contains("resizePolicy") ? c["resizePolicy"] : kNone;
     row.push_back(or_dash(str_of(c, "state")));
@@ -101,11 +102,22 @@ void print_container_detail(const json& c) {
   std::printf("Generation:   %lld\n", static_cast<long long>(c.value("generation", 0)));
   std::printf("Desired:      %s\n", res(obj("desired")).c_str());
   std::printf("Allocated:    %s\n", res(obj("allocated")).c_str());
+  // The kernel keeps the values before a failed, refused or restart-awaiting
+  // resize: shown only when they differ from the allocated ones.
+  if (c.contains("actuated") && c["actuated"].is_object() && c["actuated"] != obj("allocated"))
+    std::printf("Actuated:     %s (the kernel keeps these until the resize succeeds)\n", res(c["actuated"]).c_str());
   if (c.contains("actual") && c["actual"].is_object()) {
     std::printf("Actual:       %s, usage %s\n", res(c["actual"]).c_str(),
                 fmt_mem(c["actual"], "memoryCurrentBytes").c_str());
   } else {
     std::printf("Actual:       (not read yet)\n");
+  }
+  if (c.contains("drift") && c["drift"].is_array()) {
+    for (const auto& d : c["drift"]) {
+      if (!d.is_object()) continue;
+      std::printf("Drift:        %s is %s in the kernel, podshim gave it %s\n", d.value("file", "").c_str(),
+                  d.value("actual", "").c_str(), d.value("allocated", "").c_str());
+    }
   }
   if (c.contains("conditions") && c["conditions"].is_array()) {
     for (const auto& k : c["conditions"]) {
@@ -190,9 +202,11 @@ const CommandRegistrar reg(Command{
     .run = run_get,
     .description =
         "Lists pods or containers, or shows one: desired, allocated and actual resources,\n"
-        "resize conditions (PodResizePending/PodResizeInProgress), drift from the allocated\n"
-        "values (PodshimDrift), generation, devices. -o wide adds the full ids and, for\n"
-        "containers, the state, resize policy, last resize outcome and cgroup; for pods,\n"
+        "the resize state (RESIZE: PodResizePending/Deferred|Infeasible, PodResizeInProgress\n"
+        "while a resize is applied or /Error after one failed or was refused, RestartRequired),\n"
+        "drift (DRIFT: the files whose kernel value differs from the one podshim last gave\n"
+        "them, also the PodshimDrift condition; not a resize state), generation, devices.\n"
+        "-o wide adds the full ids and, for containers, the state, resize policy, last resize outcome and cgroup; for pods,\n"
         "the pod-level resources, actual values and cgroup. An empty list prints\n"
         "\"No resources found\" on stderr (exit status 0).\n",
     .subcommands = {{.name = "pods", .aliases = {"pod", "po"}, .summary = "list pods, or show pod ID (its uid)",

@@ -100,11 +100,7 @@ int run_status(int argc, char** argv) {
   nlohmann::json pods, containers;
   if (!call(g, "GET", "/v1/pods", {}, &pods, &rc) || !call(g, "GET", "/v1/containers", {}, &containers, &rc))
     return rc;
-  size_t pending = 0, in_progress = 0, restart = 0;
-  for (const auto& c : containers["items"]) {
-    for (const auto& k : c["conditions"]) (k["type"] == "PodResizePending" ? pending : in_progress)++;
-    if (c.value("restartRequired", false)) restart++;
-  }
+  const ContainerStateCounts n = count_container_states(containers["items"]);
   bool is_ready = ready && ready->status == 200;
   auto metrics = status::http_request(o, "GET", "/metrics");
   static const std::regex families(
@@ -117,9 +113,11 @@ int run_status(int argc, char** argv) {
                    {"ready", is_ready},
                    {"pods", pods["items"].size()},
                    {"containers", containers["items"].size()},
-                   {"resizePending", pending},
-                   {"resizeInProgress", in_progress},
-                   {"restartRequired", restart},
+                   {"resizePending", n.resize_pending},
+                   {"resizeInProgress", n.resize_in_progress},
+                   {"resizeError", n.resize_error},
+                   {"restartRequired", n.restart_required},
+                   {"drifting", n.drifting},
                    {"weightFormulas", formulas}};
   // Node-level facts from /metrics, when podshimd exports them.
   if (auto e = all.find("podshim_nri_enabled"); e != all.end()) {
@@ -137,9 +135,11 @@ int run_status(int argc, char** argv) {
       std::printf("not ready because:  %s\n", ready->body.substr(0, ready->body.find('\n')).c_str());
     std::printf("pods:               %zu\n", pods["items"].size());
     std::printf("containers:         %zu\n", containers["items"].size());
-    std::printf("resize pending:     %zu\n", pending);
-    std::printf("resize in progress: %zu\n", in_progress);
-    std::printf("restart required:   %zu\n", restart);
+    std::printf("resize pending:     %zu\n", n.resize_pending);
+    std::printf("resize in progress: %zu\n", n.resize_in_progress);
+    std::printf("resize error:       %zu\n", n.resize_error);
+    std::printf("restart required:   %zu\n", n.restart_required);
+    std::printf("drifting:           %zu\n", n.drifting);
     for (const auto& fm : formulas) {
       std::string rt = fm.value("runtime", "");
       std::string samples;
@@ -175,6 +175,10 @@ const CommandRegistrar reg(Command{
     .run = run_status,
     .description =
         "Shows whether podshimd is healthy and ready, how many pods and containers it tracks,\n"
+        "how many containers have a resize pending (PodResizePending), one being applied now\n"
+        "(PodResizeInProgress without a reason), one that failed or was refused\n"
+        "(PodResizeInProgress/Error), a restart required, and how many drift (the kernel\n"
+        "holds a value other than the one podshim last gave it; not a resize state),\n"
         "and the cpu.weight formula it reads container cgroups with (per runtime; with\n"
         "weight_formula: auto, learned from the weights the runtime wrote). -o wide adds why\n"
         "podshimd is not ready, NRI's state and the versions. Exit status 1 when podshimd is\n"

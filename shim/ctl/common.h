@@ -93,11 +93,23 @@ inline std::string fmt_mem(const nlohmann::json& r, const char* key) {
   return std::to_string(b);
 }
 
-// "PodResizeInProgress/Error" etc., or "-".
+// The kubelet's two resize condition types (KEP-1287 §Resize Status). A
+// container's `conditions` may hold others (PodshimDrift): those are not
+// resize state and are never shown or counted as such.
+inline bool is_resize_condition(const nlohmann::json& k) {
+  if (!k.is_object()) return false;
+  const std::string t = k.value("type", "");
+  return t == "PodResizePending" || t == "PodResizeInProgress";
+}
+
+// Where a container's resize stands: "Pending/Deferred", "InProgress" (an
+// actuation runs), "InProgress/Error" (the last one failed or was refused),
+// ",RestartRequired", or "-". Drift is not in it (fmt_drift).
 inline std::string fmt_conditions(const nlohmann::json& c) {
   std::string out;
   if (c.contains("conditions") && c["conditions"].is_array()) {
     for (const auto& k : c["conditions"]) {
+      if (!is_resize_condition(k)) continue;
       if (!out.empty()) out += ",";
       std::string t = k.value("type", "");
       std::string r = k.value("reason", "");
@@ -107,6 +119,57 @@ inline std::string fmt_conditions(const nlohmann::json& c) {
   }
   if (c.value("restartRequired", false)) out += out.empty() ? "RestartRequired" : ",RestartRequired";
   return out.empty() ? "-" : out;
+}
+
+// The files whose kernel value differs from what podshim last gave them
+// ("memory.max,cpu.max"), from the container's `drift` list, or "-".
+inline std::string fmt_drift(const nlohmann::json& c) {
+  std::string out;
+  if (c.contains("drift") && c["drift"].is_array()) {
+    for (const auto& d : c["drift"]) {
+      if (!d.is_object()) continue;
+      if (!out.empty()) out += ",";
+      out += d.value("file", d.value("resource", "?"));
+    }
+  }
+  return out.empty() ? "-" : out;
+}
+
+// What `podshimctl status` counts over GET /v1/containers' items. Each
+// container is counted once per state it is in; drift is its own count.
+struct ContainerStateCounts {
+  size_t resize_pending = 0;      // PodResizePending (Deferred or Infeasible)
+  size_t resize_in_progress = 0;  // PodResizeInProgress, no reason: an actuation runs
+  size_t resize_error = 0;        // PodResizeInProgress/Error: the last actuation failed or was refused
+  size_t restart_required = 0;
+  size_t drifting = 0;            // a non-empty `drift` list
+};
+
+inline ContainerStateCounts count_container_states(const nlohmann::json& items) {
+  ContainerStateCounts n;
+  if (!items.is_array()) return n;
+  for (const auto& c : items) {
+    if (!c.is_object()) continue;
+    bool pending = false, running = false, error = false;
+    if (c.contains("conditions") && c["conditions"].is_array()) {
+      for (const auto& k : c["conditions"]) {
+        if (!is_resize_condition(k)) continue;
+        if (k.value("type", "") == "PodResizePending") {
+          pending = true;
+        } else if (k.value("reason", "").empty()) {
+          running = true;
+        } else {
+          error = true;
+        }
+      }
+    }
+    n.resize_pending += pending;
+    n.resize_in_progress += running;
+    n.resize_error += error;
+    n.restart_required += c.value("restartRequired", false);
+    n.drifting += c.contains("drift") && c["drift"].is_array() && !c["drift"].empty();
+  }
+  return n;
 }
 
 }  // namespace podshim::ctl

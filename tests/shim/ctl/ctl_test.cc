@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "cgroup/convert.h"
 #include "shim/ctl/cli.h"
 #include "shim/ctl/common.h"
 #include "shim/ctl/registry.h"
@@ -178,7 +179,7 @@ json stable(json j, const std::set<std::string>& varying = {}) {
 
 class Daemon {
  public:
-  explicit Daemon(bool with_container) {
+  explicit Daemon(bool with_container, const std::string& extra_config = "") {
     const std::string exe = env("PODSHIM_PODSHIMD");
     if (exe.empty()) return;
     dir_ = tree_.state() + "/daemon";
@@ -195,7 +196,8 @@ class Daemon {
                        << "node:\n  allocatable:\n    cpu: \"8\"\n    memory: 16Gi\n"
                        << "access:\n"
                        << "  - path: \"/v1/containers/forbidden*\"\n    methods: [\"GET\"]\n    uids: [4242]\n"
-                       << "  - path: \"*\"\n    methods: [\"*\"]\n    uids: [" << ::getuid() << "]\n";
+                       << "  - path: \"*\"\n    methods: [\"*\"]\n    uids: [" << ::getuid() << "]\n"
+                       << extra_config;
     pid_ = ::fork();
     if (pid_ == 0) {
       const int devnull = ::open("/dev/null", O_WRONLY);
@@ -231,6 +233,7 @@ class Daemon {
   }
   bool available() const { return pid_ > 0 && request("GET", "/healthz").has_value(); }
   const std::string& sock() const { return sock_; }
+  cgroup::testing::FakeTree& tree() { return tree_; }
   Result<status::HttpResponse> request(std::string_view method, std::string_view target,
                                        std::string_view body = {}) const {
     status::ClientOptions o;
@@ -691,6 +694,151 @@ TEST_F(Ctl, ExitCodesAgainstARealPodshimd) {
     EXPECT_NE((r.err + r.out).find(row.says), std::string::npos)
         << joined(row.args) << " must say '" << row.says << "': " << r.err << r.out;
   }
+}
+
+// ---- resize state and drift ------------------------------------------------------------
+
+// A container as GET /v1/containers gives it, with the given conditions and drift.
+json container_json(std::string id, json conditions, json drift = json::array(), bool restart = false) {
+  return json{{"id", id}, {"conditions", std::move(conditions)}, {"drift", std::move(drift)},
+              {"restartRequired", restart}};
+}
+json cond(std::string type, std::string reason) { return json{{"type", type}, {"reason", reason}}; }
+
+TEST(CtlResizeState, DriftIsCountedApartFromResizes) {
+  const json drift = json::array({json{{"resource", "memory_limit"}, {"file", "memory.max"}}});
+  json items = json::array({
+      // Drifting only: its PodshimDrift condition is not a resize state.
+      container_json("drifting", json::array({cond("PodshimDrift", "KernelValueDiffers")}), drift),
+      // A refused shrink: InProgress/Error, and not drift.
+      container_json("refused", json::array({cond("PodResizeInProgress", "Error")})),
+      // An actuation running.
+      container_json("running", json::array({cond("PodResizeInProgress", "")})),
+      // Deferred.
+      container_json("deferred", json::array({cond("PodResizePending", "Deferred")})),
+      container_json("restart", json::array(), json::array(), true),
+      container_json("idle", json::array()),
+  });
+  const ContainerStateCounts n = count_container_states(items);
+  EXPECT_EQ(n.drifting, 1u);
+  EXPECT_EQ(n.resize_in_progress, 1u);  // "running" only
+  EXPECT_EQ(n.resize_error, 1u);
+  EXPECT_EQ(n.resize_pending, 1u);
+  EXPECT_EQ(n.restart_required, 1u);
+
+  EXPECT_EQ(fmt_conditions(items[0]), "-");
+  EXPECT_EQ(fmt_drift(items[0]), "memory.max");
+  EXPECT_EQ(fmt_conditions(items[1]), "InProgress/Error");
+  EXPECT_EQ(fmt_drift(items[1]), "-");
+  EXPECT_EQ(fmt_conditions(items[2]), "InProgress");
+  EXPECT_EQ(fmt_conditions(items[3]), "Pending/Deferred");
+  EXPECT_EQ(fmt_conditions(items[4]), "RestartRequired");
+}
+
+// The counts of `podshimctl status -o json` as numbers.
+json status_json(const std::string& sock) {
+  Ran r = run_ctl({"--socket", sock, "status", "-o", "json"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+  return json::parse(r.out, nullptr, false);
+}
+
+// The row of container `id` in `podshimctl get containers` (its words).
+std::vector<std::string> row_of(const std::string& sock, const std::string& id, std::vector<std::string>* header) {
+  Ran r = run_ctl({"--socket", sock, "get", "containers"});
+  EXPECT_EQ(r.status, kExitOk) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  std::vector<std::string> row;
+  while (std::getline(in, line)) {
+    std::istringstream w(line);
+    std::vector<std::string> words;
+    for (std::string x; w >> x;) words.push_back(x);
+    if (words.empty()) continue;
+    if (words[0] == "CONTAINER") *header = words;
+    if (words[0] == id) row = words;
+  }
+  return row;
+}
+
+std::string column(const std::vector<std::string>& header, const std::vector<std::string>& row, const std::string& name) {
+  for (size_t i = 0; i < header.size() && i < row.size(); ++i)
+    if (header[i] == name) return row[i];
+  return "<no " + name + ">";
+}
+
+// Against a real podshimd (hooks-only, fake cgroup tree): a refused shrink is
+// a resize error, counted neither as in progress nor as drift; a hand edit of
+// memory.max is drift, in its own column, count and metric; a deferred resize
+// counts as pending.
+TEST_F(Ctl, RefusedShrinkDriftAndDeferredAgainstARealPodshimd) {
+  Daemon d(true, "readback:\n  interval_ms: 100\n");
+  ASSERT_TRUE(d.available()) << "podshimd did not start";
+  const std::string s = d.sock();
+  const std::string rel = "kubepods/burstable/podp1/c1";
+  // The cgroup as the runtime would leave it for the registration
+  // (250m/500m, 256Mi), and 200 MiB of anonymous memory in it.
+  d.tree().set(rel, "memory.max", std::to_string(256 << 20) + "\n");
+  d.tree().set(rel, "cpu.max", "50000 100000\n");
+  d.tree().set(rel, "cpu.weight", std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Quadratic)) + "\n");
+  d.tree().set(rel, "memory.current", std::to_string(200 << 20) + "\n");
+  d.tree().set_stat(rel, 200 << 20, 0, 0);
+  auto wait_for = [&](auto pred, int ms) {
+    for (int i = 0; i < ms / 50; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return pred();
+  };
+  ASSERT_TRUE(wait_for([&] { return status_json(s).value("drifting", -1) == 0; }, 5000)) << status_json(s).dump();
+
+  // A shrink below the anonymous memory: refused.
+  Ran r = run_ctl({"--socket", s, "resize", "c1", "--memory-limit", "128Mi"});
+  EXPECT_EQ(r.status, kExitFailure) << r.out << r.err;
+  // Past the read-back's settle time (2 s) and many passes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  json st = status_json(s);
+  EXPECT_EQ(st.value("resizeInProgress", -1), 0) << st.dump();
+  EXPECT_EQ(st.value("resizeError", -1), 1) << st.dump();
+  EXPECT_EQ(st.value("drifting", -1), 0) << "a refused shrink counted as drift: " << st.dump();
+  EXPECT_EQ(st.value("resizePending", -1), 0) << st.dump();
+  std::vector<std::string> header;
+  auto row = row_of(s, "c1", &header);
+  EXPECT_EQ(column(header, row, "RESIZE"), "InProgress/Error");
+  EXPECT_EQ(column(header, row, "DRIFT"), "-");
+
+  // Someone writes memory.max by hand: drift, apart from the resize state.
+  d.tree().set(rel, "memory.max", std::to_string(512 << 20) + "\n");
+  ASSERT_TRUE(wait_for([&] { return status_json(s).value("drifting", -1) == 1; }, 5000)) << status_json(s).dump();
+  st = status_json(s);
+  EXPECT_EQ(st.value("resizeInProgress", -1), 0) << st.dump();
+  EXPECT_EQ(st.value("resizeError", -1), 1) << st.dump();
+  row = row_of(s, "c1", &header);
+  EXPECT_EQ(column(header, row, "RESIZE"), "InProgress/Error");
+  EXPECT_EQ(column(header, row, "DRIFT"), "memory.max");
+  Ran human = run_ctl({"--socket", s, "status"});
+  EXPECT_NE(human.out.find("drifting:           1"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("resize in progress: 0"), std::string::npos) << human.out;
+  auto m = d.request("GET", "/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("podshim_drift{namespace=\"default\",pod=\"web\",uid=\"p1\",container=\"app\","
+                         "resource=\"memory_limit\"} 1"),
+            std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("type=\"PodResizeInProgress\",reason=\"Error\"} 1"), std::string::npos) << m->body;
+  EXPECT_EQ(m->body.find("type=\"PodResizeInProgress\",reason=\"\"}"), std::string::npos) << m->body;
+
+  // A second container holds most of the node's 8 CPUs: c1's increase waits.
+  d.tree().add("kubepods/burstable/podp2/c2");
+  json reg = {{"id", "c2"}, {"podUid", "p2"}, {"name", "big"}, {"podName", "batch"}, {"podNamespace", "default"},
+              {"podCgroupPath", "/kubepods/burstable/podp2"}, {"cgroupPath", "/kubepods/burstable/podp2/c2"},
+              {"resources", {{"requests", {{"cpu", "7"}}}, {"limits", {{"cpu", "7"}}}}}};
+  auto rr = d.request("POST", "/v1/containers", reg.dump());
+  ASSERT_TRUE(rr && rr->status < 300) << (rr ? rr->body : rr.error().message);
+  r = run_ctl({"--socket", s, "resize", "c1", "--cpu", "2", "--cpu-limit", "2"});
+  EXPECT_EQ(r.status, kExitNotAdmitted) << r.out << r.err;
+  st = status_json(s);
+  EXPECT_EQ(st.value("resizePending", -1), 1) << st.dump();
+  EXPECT_EQ(st.value("resizeInProgress", -1), 0) << st.dump();
 }
 
 // ---- man pages ------------------------------------------------------------------------
