@@ -6,7 +6,8 @@ image test runs the image with the manifests' own settings, not a copy of
 them: user, capabilities, no-new-privileges, read-only root, seccomp
 (RuntimeDefault = podman's default profile), host mounts and their
 read-only flags, emptyDirs as tmpfs, the memory limit, args, and the probe
-commands. Differences a pod would not have: `--network host` (so the guest
+commands; init containers likewise, each under "init" (run them to
+completion, in order, before the main container). Differences a pod would not have: `--network host` (so the guest
 can scrape the pod's metrics port), and host paths can be substituted
 (--host-path HOST=REPLACEMENT) to point the cgroup mount at the NRI peer's
 fake tree.
@@ -37,58 +38,71 @@ for g in yaml.safe_load(open(os.path.join(base, "kustomization.yaml"))).get("con
         data[key or os.path.basename(file)] = open(os.path.join(base, file)).read()
     cms[g["name"]] = {"data": data}
 pod = ds["spec"]["template"]["spec"]
-(c,) = pod["containers"]
-sc = c.get("securityContext", {})
+(main,) = pod["containers"]
 
 def unsupported(what):
     sys.exit(f"daemonset-to-podman: {what} has no translation here; extend the script")
 
-run = ["--network", "host", "--pid", "host" if pod.get("hostPID") else "private"]
 if pod.get("hostIPC") or pod.get("hostNetwork"):
     unsupported("hostIPC/hostNetwork")
-if "runAsUser" in sc:
-    run += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', sc['runAsUser'])}"]
-if sc.get("privileged"):
-    run.append("--privileged")
-for cap in sc.get("capabilities", {}).get("drop", []):
-    run += ["--cap-drop", cap]
-for cap in sc.get("capabilities", {}).get("add", []):
-    run += ["--cap-add", cap]
-if sc.get("allowPrivilegeEscalation") is False:
-    run += ["--security-opt", "no-new-privileges"]
-if sc.get("readOnlyRootFilesystem"):
-    # podman adds tmpfs /tmp, /run, /var/tmp to --read-only unless told not to;
-    # a pod gets only what its volumes say.
-    run += ["--read-only", "--read-only-tmpfs=false"]
-seccomp = {**pod.get("securityContext", {}).get("seccompProfile", {}), **sc.get("seccompProfile", {})}
-if seccomp.get("type") not in ("RuntimeDefault", None):
-    unsupported(f"seccompProfile {seccomp}")
 vols = {v["name"]: v for v in pod["volumes"]}
 mkdirs = []
-for m in c["volumeMounts"]:
-    v = vols[m["name"]]
-    ro = ":ro" if m.get("readOnly") else ""
-    if "hostPath" in v:
-        host = subst.get(v["hostPath"]["path"], v["hostPath"]["path"])
-        if v["hostPath"].get("type") == "DirectoryOrCreate":
-            mkdirs.append(host)
-        run += ["-v", f"{host}:{m['mountPath']}{ro}"]
-    elif "configMap" in v:
-        d = os.path.join(work, "configmap-" + v["configMap"]["name"])
-        os.makedirs(d, exist_ok=True)
-        for k, text in cms[v["configMap"]["name"]]["data"].items():
-            with open(os.path.join(d, k), "w") as f:
-                f.write(text)
-        run += ["-v", f"{d}:{m['mountPath']}{ro}"]
-    elif "emptyDir" in v:
-        size = v["emptyDir"].get("sizeLimit", "")
-        run += ["--tmpfs", m["mountPath"] + (":size=" + size.replace("Mi", "m") if size else "")]
-    else:
-        unsupported(f"volume {v}")
-lim = c.get("resources", {}).get("limits", {})
-if "memory" in lim:
-    m = re.fullmatch(r"(\d+)Mi", lim["memory"]) or unsupported(f"memory limit {lim['memory']}")
-    run += ["--memory", f"{m.group(1)}m"]
-probes = {p: c[p]["exec"]["command"] for p in ("startupProbe", "readinessProbe", "livenessProbe") if p in c}
-json.dump({"run": run, "command": c.get("command"), "args": c.get("args", []), "probes": probes,
-           "mkdirs": mkdirs, "config": cms["podshim-config"]["data"]["config.yaml"]}, sys.stdout, indent=1)
+
+
+def translate(c):
+    sc = c.get("securityContext", {})
+    run = ["--network", "host", "--pid", "host" if pod.get("hostPID") else "private"]
+    if "runAsUser" in sc:
+        run += ["--user", f"{sc['runAsUser']}:{sc.get('runAsGroup', sc['runAsUser'])}"]
+    if sc.get("privileged"):
+        run.append("--privileged")
+    for cap in sc.get("capabilities", {}).get("drop", []):
+        run += ["--cap-drop", cap]
+    for cap in sc.get("capabilities", {}).get("add", []):
+        run += ["--cap-add", cap]
+    if sc.get("allowPrivilegeEscalation") is False:
+        run += ["--security-opt", "no-new-privileges"]
+    if sc.get("readOnlyRootFilesystem"):
+        # podman adds tmpfs /tmp, /run, /var/tmp to --read-only unless told not to;
+        # a pod gets only what its volumes say.
+        run += ["--read-only", "--read-only-tmpfs=false"]
+    seccomp = {**pod.get("securityContext", {}).get("seccompProfile", {}), **sc.get("seccompProfile", {})}
+    if seccomp.get("type") not in ("RuntimeDefault", None):
+        unsupported(f"seccompProfile {seccomp}")
+    for m in c["volumeMounts"]:
+        v = vols[m["name"]]
+        ro = ":ro" if m.get("readOnly") else ""
+        if "hostPath" in v:
+            host = subst.get(v["hostPath"]["path"], v["hostPath"]["path"])
+            if v["hostPath"].get("type") == "DirectoryOrCreate":
+                mkdirs.append(host)
+            run += ["-v", f"{host}:{m['mountPath']}{ro}"]
+        elif "configMap" in v:
+            d = os.path.join(work, "configmap-" + v["configMap"]["name"])
+            os.makedirs(d, exist_ok=True)
+            for k, text in cms[v["configMap"]["name"]]["data"].items():
+                with open(os.path.join(d, k), "w") as f:
+                    f.write(text)
+            run += ["-v", f"{d}:{m['mountPath']}{ro}"]
+        elif "emptyDir" in v:
+            size = v["emptyDir"].get("sizeLimit", "")
+            run += ["--tmpfs", m["mountPath"] + (":size=" + size.replace("Mi", "m") if size else "")]
+        else:
+            unsupported(f"volume {v}")
+    lim = c.get("resources", {}).get("limits", {})
+    if "memory" in lim:
+        m = re.fullmatch(r"(\d+)Mi", lim["memory"]) or unsupported(f"memory limit {lim['memory']}")
+        run += ["--memory", f"{m.group(1)}m"]
+    return run
+
+
+probes = {p: main[p]["exec"]["command"] for p in ("startupProbe", "readinessProbe", "livenessProbe") if p in main}
+init = [{"name": c["name"], "run": translate(c), "command": c.get("command"), "args": c.get("args", [])}
+        for c in pod.get("initContainers", [])]
+for c in pod.get("initContainers", []):
+    if c.get("image") != main.get("image"):
+        unsupported(f"init container {c['name']} with another image ({c.get('image')})")
+run = translate(main)
+json.dump({"run": run, "command": main.get("command"), "args": main.get("args", []), "probes": probes,
+           "init": init, "mkdirs": sorted(set(mkdirs)), "config": cms["podshim-config"]["data"]["config.yaml"]},
+          sys.stdout, indent=1)

@@ -8,7 +8,12 @@ pkg/adaptation in nri-harness), and checks that podshimd
      200 MiB) with the kubelet-form message,
   3. passes the DaemonSet's probes (podman exec of the probe command),
   4. serves /metrics on the TCP listener with NRI connected and the
-     refusal counted, and holds no capability after start-up.
+     refusal counted, and holds no capability after start-up,
+  5. on this bare host (no podshim package): the DaemonSet's init container
+     puts the image's own podshim-hook at the host path podshimd is given,
+     and a container asking for a CDI device (by annotation) gets it with
+     the hook named by that host path (podshimd runs from the image's root,
+     which has its own copy elsewhere).
 Usage: image-vm-guest.py IMAGE_ARCHIVE DEPLOY_DIR NRI_HARNESS WORKDIR"""
 import json, os, re, subprocess, sys, time, urllib.request
 
@@ -50,6 +55,25 @@ m = re.search(r"Loaded image(?:\(s\))?: (\S+)", loaded)
 ref = m.group(1) if m else sys.exit(f"podman load said: {loaded}")
 print(f"loaded {ref} in {time.monotonic() - t0:.1f}s", flush=True)
 
+# The init containers, in order and to completion, as the kubelet runs them.
+for init in spec["init"]:
+    r = sh(*podman, "run", "--rm", "--name", init["name"], *init["run"], ref, *init["args"], check_rc=False)
+    check(r.returncode == 0, f"init container {init['name']} ({(r.stdout + r.stderr).strip()[-300:]})")
+hook_arg = spec["args"][spec["args"].index("--hook-host-path") + 1]
+sh(*podman, "create", "--name", "hookref", ref)
+sh(*podman, "cp", "hookref:/usr/libexec/podshim/podshim-hook", f"{work}/image-hook")
+sh(*podman, "rm", "hookref", check_rc=False)
+same = os.path.isfile(hook_arg) and os.access(hook_arg, os.X_OK) and \
+    open(hook_arg, "rb").read() == open(f"{work}/image-hook", "rb").read()
+check(same, f"podshim-hook installed on the host at {hook_arg}, executable, the image's own")
+
+# A CDI device podshimd can resolve (the host's /etc/cdi is mounted into it).
+os.makedirs("/etc/cdi", exist_ok=True)
+with open("/etc/cdi/podshim-image-test.yaml", "w") as f:
+    f.write("cdiVersion: 0.6.0\nkind: podshim.test/dev\ndevices:\n- name: null0\n  containerEdits:\n"
+            "    deviceNodes:\n    - path: /dev/null\n    mounts:\n    - hostPath: /tmp\n"
+            "      containerPath: /opt/podshim-test\n      options: [ro, bind]\n")
+
 # The guest's loopback starts down; the pod's metrics port is scraped on it.
 sh("ip", "link", "set", "lo", "up")
 sock = "/var/run/nri/nri.sock"
@@ -59,7 +83,8 @@ hout = open(f"{work}/harness.out", "w")
 herr = open(f"{work}/harness.err", "w")
 h = subprocess.Popen([harness, "-socket", sock, "-plugins", "1", "-sync-pods", "20", "-sync-containers", "200",
                       "-n", "20", "-bench-ops", "UpdateContainer", "-compact", "-shrink-test",
-                      "-fake-cgroup-root", fake, "-wait", "300s", "-hold", "90s"], stdout=hout, stderr=herr)
+                      "-fake-cgroup-root", fake, "-wait", "300s", "-hold", "90s",
+                      "-create-annotation", "cdi.k8s.io/image-test=podshim.test/dev=null0"], stdout=hout, stderr=herr)
 for _ in range(100):
     if os.path.exists(sock):
         break
@@ -100,6 +125,16 @@ if sync and len(sync) > 1:
 check(bool(shrink) and "below current usage" in shrink.get("error", ""),
       f"unsafe shrink refused: {shrink and shrink.get('error', '')[-160:]}")
 
+# The lifecycle container asked for the CDI device: injected, with the hook
+# named by its host path (the hook itself was found through the mount).
+for _ in range(60):
+    if "injected CDI devices podshim.test/dev=null0" in ctr_logs():
+        break
+    time.sleep(1)
+logs = ctr_logs()
+check(f"injecting podshim-hook as {hook_arg}" in logs, f"podshimd injects podshim-hook as the host's {hook_arg}")
+check("injected CDI devices podshim.test/dev=null0" in logs, "a container asking for a CDI device got it")
+
 # The DaemonSet's probes, exactly as the kubelet would exec them.
 for name, cmd in spec["probes"].items():
     r = sh(*podman, "exec", "podshim", *cmd, check_rc=False)
@@ -122,6 +157,9 @@ check(vals.get("podshim_containers", 0) >= 200, f"metrics: podshim_containers {v
 check(vals.get("podshim_memory_shrinks_refused_total", 0) >= 1,
       f"metrics: shrink refusal counted ({vals.get('podshim_memory_shrinks_refused_total')})")
 check("podshim_container_allocated_limits{" in text, "metrics: per-container families present")
+check(vals.get("podshim_cdi_hook_injected") == 1 and vals.get("podshim_cdi_injections_total", 0) >= 1,
+      f"metrics: hook injected ({vals.get('podshim_cdi_hook_injected')}), CDI injections "
+      f"({vals.get('podshim_cdi_injections_total')})")
 
 pid = sh(*podman, "inspect", "-f", "{{.State.Pid}}", "podshim", check_rc=False).stdout.strip()
 if pid.isdigit():

@@ -173,7 +173,9 @@ function render(dir) {
   }
   for (const img of k.images || []) {
     for (const o of objs) {
-      for (const c of (o.spec && o.spec.template && o.spec.template.spec.containers) || []) {
+      const pod = (o.spec && o.spec.template && o.spec.template.spec) || {};
+      // kustomize's images transformer rewrites init containers too.
+      for (const c of [...(pod.containers || []), ...(pod.initContainers || [])]) {
         if (c.image === img.name) c.image = `${img.newName || img.name}:${img.newTag}`;
       }
     }
@@ -244,6 +246,61 @@ function selfTest(ds) {
   if (!validate(missing, 'required').some((e) => e.includes('selector'))) fail('a missing required field was not rejected');
 }
 
+// --- podshim-hook on the host ---------------------------------------------------
+// The runtime runs the hooks podshimd adds on the host, so: an init container
+// of the same image (the same version) installs podshim-hook into a hostPath
+// directory; podshimd's --hook-host-path names that file by its host path
+// and podshimd mounts the same host directory at that same path (read-only),
+// so its check sees the file the runtime will run. Returns what is wrong.
+function hookErrors(pod) {
+  const errs = [];
+  const vols = Object.fromEntries((pod.volumes || []).map((v) => [v.name, v]));
+  const hostDir = (c, mp) => {
+    const m = (c.volumeMounts || []).find((x) => x.mountPath === mp);
+    const v = m && vols[m.name];
+    return v && v.hostPath ? { host: v.hostPath.path, readOnly: !!m.readOnly } : null;
+  };
+  const c = pod.containers.find((x) => x.name === 'podshimd');
+  const args = c.args || [];
+  const i = args.indexOf('--hook-host-path');
+  if (i < 0) return ['podshimd has no --hook-host-path: it would check the image\'s own hook, which the host lacks'];
+  const hook = args[i + 1] || '';
+  if (!hook.startsWith('/') || path.basename(hook) !== 'podshim-hook') errs.push(`--hook-host-path '${hook}' is not an absolute path to podshim-hook`);
+  const dir = path.dirname(hook);
+  const seen = hostDir(c, dir);
+  if (!seen) errs.push(`podshimd does not mount the host directory ${dir} at ${dir}, so it cannot check the hook`);
+  else {
+    if (seen.host !== dir) errs.push(`podshimd mounts the host's ${seen.host} at ${dir}: --hook-host-path must be the host's path`);
+    if (!seen.readOnly) errs.push(`podshimd's mount of ${dir} must be read-only`);
+  }
+  const init = (pod.initContainers || []).find((x) => (x.args || []).includes('--install-hook'));
+  if (!init) return errs.concat(['no init container runs --install-hook: nothing puts podshim-hook on the host']);
+  if (init.image !== c.image) errs.push(`init container ${init.name} runs image ${init.image}, podshimd ${c.image}: the hook would not match podshimd's version`);
+  const target = init.args[init.args.indexOf('--install-hook') + 1];
+  const wrote = hostDir(init, target);
+  if (!wrote || wrote.readOnly) errs.push(`init container ${init.name} writes ${target}, which is no writable hostPath mount`);
+  else if (wrote.host !== dir) errs.push(`init container ${init.name} installs into the host's ${wrote.host}, podshimd names ${dir}`);
+  const sc = init.securityContext || {};
+  if (sc.privileged || sc.allowPrivilegeEscalation !== false || !sc.readOnlyRootFilesystem ||
+      JSON.stringify((sc.capabilities || {}).drop) !== '["ALL"]') {
+    errs.push(`init container ${init.name} must be unprivileged, no escalation, read-only root, capabilities drop ALL`);
+  }
+  return errs;
+}
+
+// hookErrors must be able to fail.
+function hookSelfTest(ds) {
+  const mutate = (fn) => { const d = JSON.parse(JSON.stringify(ds)); fn(d.spec.template.spec); return hookErrors(d.spec.template.spec); };
+  const podshimd = (pod) => pod.containers.find((x) => x.name === 'podshimd');
+  const cases = [
+    ['no --hook-host-path', (pod) => { const c = podshimd(pod); c.args = c.args.slice(0, c.args.indexOf('--hook-host-path')); }],
+    ['hook dir not mounted', (pod) => { const c = podshimd(pod); c.volumeMounts = c.volumeMounts.filter((m) => m.mountPath !== '/opt/podshim/bin'); }],
+    ['another image', (pod) => { pod.initContainers[0].image = 'podshim:0.0.1'; }],
+    ['no init container', (pod) => { delete pod.initContainers; }],
+  ];
+  for (const [what, fn] of cases) if (mutate(fn).length === 0) fail(`hook check: '${what}' was not caught`);
+}
+
 // --- cross-checks ------------------------------------------------------------
 function crossCheck(objs, label) {
   const ds = objs.find((o) => o.kind === 'DaemonSet');
@@ -295,6 +352,7 @@ function crossCheck(objs, label) {
   if (JSON.stringify(sc.capabilities.drop) !== '["ALL"]') fail(`${label}: capabilities must drop ALL`);
   if (pod.hostPID || pod.hostNetwork || pod.hostIPC) fail(`${label}: no host namespaces are needed`);
   if (pod.automountServiceAccountToken !== false) fail(`${label}: no API token is needed`);
+  for (const e of hookErrors(pod)) fail(`${label}: ${e}`);
   if (objs.some((o) => /^(Cluster)?Role(Binding)?$/.test(o.kind))) fail(`${label}: RBAC objects, but podshimd uses no API`);
 }
 
@@ -394,6 +452,7 @@ for (const variant of ['base', 'overlays/containerd', 'overlays/crio']) {
   kubectlCheck(variant, objs);
   rolloutCheck(variant);
   if (variant === 'base') selfTest(objs.find((o) => o.kind === 'DaemonSet'));
+  if (variant === 'base') hookSelfTest(objs.find((o) => o.kind === 'DaemonSet'));
   const ds = objs.find((o) => o.kind === 'DaemonSet');
   console.log(`${variant}: ${objs.map((o) => o.kind).join(', ')}; image ${ds.spec.template.spec.containers[0].image}`);
 }
