@@ -124,7 +124,10 @@ TEST_F(Listener, RefusesAnOversizeHead) {
 TEST_F(Listener, AFullListenerStillServesAScrape) {
   std::string scrape;
   int closed_idle = 0;
+  bool oldest_closed = false;
+  double elapsed_ms = 0;
   with_loop([&] {
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<int> idle;
     for (int i = 0; i < 16; ++i) {
       idle.push_back(connect_fd());
@@ -135,17 +138,29 @@ TEST_F(Listener, AFullListenerStillServesAScrape) {
     (void)!write(fd, req.data(), req.size());
     scrape = read_all(fd);
     close(fd);
-    for (int f : idle) {
-      pollfd p{f, POLLIN, 0};
+    for (size_t i = 0; i < idle.size(); ++i) {
+      pollfd p{idle[i], POLLIN, 0};
       if (poll(&p, 1, 0) == 1) {
         char c;
-        if (read(f, &c, 1) == 0) ++closed_idle;  // closed without an answer
+        // Closed without an answer: a FIN (0), or a reset when the listener
+        // had not yet read the client's bytes (a close with unread data sends
+        // RST, RFC 1122 §4.2.2.13).
+        if (read(idle[i], &c, 1) <= 0) {
+          ++closed_idle;
+          if (i == 0) oldest_closed = true;
+        }
       }
-      close(f);
+      close(idle[i]);
     }
+    elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   });
   EXPECT_EQ(scrape.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << scrape;
-  EXPECT_EQ(closed_idle, 1) << "exactly the oldest idle connection gives up its slot";
+  EXPECT_TRUE(oldest_closed) << "the oldest idle connection gives up its slot";
+  // On a loaded machine the others may also reach their 2 s head deadline
+  // before they are looked at; within it, only the oldest is closed.
+  if (elapsed_ms < 1500) {
+    EXPECT_EQ(closed_idle, 1) << "only the oldest, after " << elapsed_ms << " ms";
+  }
 }
 
 // 16 clients that dribble a byte at a time and reconnect as soon as they are
