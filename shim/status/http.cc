@@ -344,8 +344,12 @@ HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
       if (ec == bhttp::error::bad_version) {
         std::string_view line = first_line(head);
         std::string_view version = line.substr(std::min(line.size(), line.rfind(' ') + 1));
-        if (version.size() == 8 && str::starts_with(version, "HTTP/") && isdigit(version[5]) && version[6] == '.' &&
-            isdigit(version[7])) {
+        // 505 only for a request line of three fields whose version is
+        // well-formed and not 1.x (RFC 9112 §3: method SP target SP version);
+        // "GET a b HTTP/1.1" is a malformed line, not an unsupported version.
+        const bool three_fields = std::count(line.begin(), line.end(), ' ') == 2;
+        if (three_fields && version.size() == 8 && str::starts_with(version, "HTTP/") && isdigit(version[5]) &&
+            version[6] == '.' && isdigit(version[7]) && version[5] != '1') {
           return refuse(505, fmt::format("HTTP version '{}' is not supported (use HTTP/1.1)", shown(version)));
         }
         return refuse(400, fmt::format("malformed request line '{}'", shown(line)));

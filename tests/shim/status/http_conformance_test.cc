@@ -67,6 +67,9 @@ std::vector<Row> table() {
       {"two spaces after the method", "GET  /healthz HTTP/1.1\r\nHost: p\r\n\r\n", 400, 400, 400, "malformed"},
       {"space after the version", "GET /healthz HTTP/1.1 \r\nHost: p\r\n\r\n", 400, 400, 400},
       {"HTTP/2.0", "GET /healthz HTTP/2.0\r\nHost: p\r\n\r\n", 505, 505, 505, "HTTP/2.0"},
+      // Found by the fuzzer: a request line with four fields and a good
+      // version at its end once got 505 "HTTP/1.0 is not supported".
+      {"four fields, good version", "GET /a /b HTTP/1.1\r\nHost: p\r\n\r\n", 400, 400, 400, "malformed request line"},
       {"version without minor", "GET /healthz HTTP/1\r\nHost: p\r\n\r\n", 400, 400, 400},
       {"HTTP/1.0 without Host", "GET /healthz HTTP/1.0\r\n\r\n", 0, 200, 0},
       {"absolute-form target", "GET http://p/healthz HTTP/1.1\r\nHost: p\r\n\r\n", 400, 400, 400, "absolute"},
