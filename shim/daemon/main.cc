@@ -71,7 +71,11 @@ Options:
   --metrics-listen ADDR  serve GET /metrics (and nothing else) on TCP
                        HOST:PORT, e.g. 127.0.0.1:9464 (overrides
                        metrics.listen; default off)
-  --check-config       load and validate the configuration, then exit
+  --check-config       load and validate the configuration (file, then these
+                       flags), print every key with its value and where it
+                       came from (file:line, flag or default), then exit
+  --help-config        list every configuration key: type and range, the
+                       flag that overrides it, the built-in default
   --no-seccomp         do not install the syscall allow-list (debugging only;
                        see docs/security.md)
   --version            print the version and exit
@@ -116,25 +120,24 @@ struct Daemon {
   bool ready = false;
 };
 
+// The file, then the flags through the same checks as the file's keys, then
+// the checks between keys (which name where each value came from).
 Result<core::Config> load(const Args& a) {
   auto cfg = core::load_config(a.config_path, a.config_explicit);
   if (!cfg) return cfg;
-  if (a.nri) cfg->nri_enabled = *a.nri;
-  if (a.socket) cfg->socket_path = *a.socket;
-  if (a.nri_socket) {
-    if (a.nri_socket->empty() || a.nri_socket->front() != '/')
-      return fail(EINVAL, "--nri-socket: '{}' is not an absolute path", *a.nri_socket);
-    cfg->nri_socket = *a.nri_socket;
+  const std::pair<const char*, const std::optional<std::string>*> flags[] = {
+      {"--socket", &a.socket},           {"--state-dir", &a.state_dir},   {"--cgroup-root", &a.cgroup_root},
+      {"--log-level", &a.log_level},     {"--nri-socket", &a.nri_socket}, {"--nri-index", &a.nri_index},
+      {"--metrics-listen", &a.metrics_listen}};
+  if (a.nri) PODSHIM_TRY(core::apply_flag(*cfg, "--nri", *a.nri ? "true" : "false"));
+  for (const auto& [flag, value] : flags) {
+    if (*value) PODSHIM_TRY(core::apply_flag(*cfg, flag, **value));
   }
-  if (a.nri_index) cfg->nri_plugin_index = *a.nri_index;
-  if (a.state_dir) cfg->state_dir = *a.state_dir;
-  if (a.cgroup_root) cfg->cgroup_root = *a.cgroup_root;
-  if (a.log_level && !log::parse_level(*a.log_level, &cfg->log_level)) {
-    return fail(EINVAL, "--log-level: unknown level '{}'", *a.log_level);
-  }
-  if (a.metrics_listen) cfg->metrics_listen = *a.metrics_listen;
+  PODSHIM_TRY(core::check_together(*cfg));
   if (!cfg->metrics_listen.empty()) {
-    if (auto la = status::parse_listen_address(cfg->metrics_listen); !la) return Unexpected(la.error());
+    if (auto la = status::parse_listen_address(cfg->metrics_listen); !la) {
+      return fail(EINVAL, "{}: {}", cfg->where("metrics.listen"), la.error().message);
+    }
   }
   return cfg;
 }
@@ -196,8 +199,20 @@ int on_signal(sd_event_source*, const signalfd_siginfo* si, void* userdata) {
   return 0;
 }
 
+// --help-config: the schema, with the built-in defaults.
+void print_config_keys() {
+  const core::Config defaults;
+  std::printf("%-34s %-44s %-17s %s\n", "KEY", "TYPE", "FLAG", "DEFAULT");
+  for (const auto& k : core::config_keys()) {
+    std::string def = core::config_value(defaults, k.key);
+    std::printf("%-34s %-44s %-17s %s\n", std::string(k.key).c_str(), std::string(k.type).c_str(),
+                k.flag.empty() ? "-" : std::string(k.flag).c_str(), def.empty() ? ("(" + std::string(k.unset) + ")").c_str() : def.c_str());
+  }
+  std::printf("\nSee docs/config.md for what each key does.\n");
+}
+
 int parse_args(int argc, char** argv, Args* a) {
-  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex, OptMetricsListen };
+  enum { OptConfig = 256, OptNri, OptSocket, OptState, OptCgroup, OptLog, OptCheck, OptVersion, OptNoSeccomp, OptNriSocket, OptNriIndex, OptMetricsListen, OptHelpConfig };
   enum { OptHookHostPath = 512, OptInstallHook };
   static const option opts[] = {{"config", required_argument, nullptr, OptConfig},
                                 {"nri", required_argument, nullptr, OptNri},
@@ -206,6 +221,7 @@ int parse_args(int argc, char** argv, Args* a) {
                                 {"cgroup-root", required_argument, nullptr, OptCgroup},
                                 {"log-level", required_argument, nullptr, OptLog},
                                 {"check-config", no_argument, nullptr, OptCheck},
+                                {"help-config", no_argument, nullptr, OptHelpConfig},
                                 {"version", no_argument, nullptr, OptVersion},
                                 {"no-seccomp", no_argument, nullptr, OptNoSeccomp},
                                 {"nri-socket", required_argument, nullptr, OptNriSocket},
@@ -240,6 +256,7 @@ int parse_args(int argc, char** argv, Args* a) {
       case OptInstallHook: a->install_hook = optarg; break;
       case OptVersion: std::printf("podshimd 0.1.0\n"); return 0;
       case 'h': std::fputs(kHelp, stdout); return 0;
+      case OptHelpConfig: print_config_keys(); return 0;
       default: std::fputs("Try 'podshimd --help'.\n", stderr); return 2;
     }
   }
@@ -317,7 +334,12 @@ int run(Daemon& d) {
     return 2;
   }
   if (d.args.check_only) {
-    std::printf("configuration OK\n");
+    std::printf("configuration OK (%s)\n", d.args.config_path.c_str());
+    for (const auto& k : core::config_keys()) {
+      std::string v = core::config_value(d.cfg, k.key);
+      if (v.empty()) v = "(" + std::string(k.unset) + ")";
+      std::printf("  %-34s %s  [%s]\n", std::string(k.key).c_str(), v.c_str(), d.cfg.where(k.key).c_str());
+    }
     return 0;
   }
   // NRI mode keeps the model in memory only: the runtime resends every pod

@@ -182,5 +182,45 @@ TEST(PodshimdCli, HelpAndBadFlags) {
   }
 }
 
+// The flags go through the file's checks and --check-config says where
+// every value came from (the schema's own tests are in shim/core).
+TEST(PodshimdCli, CheckConfigNamesOriginsAndRefusesBadFlags) {
+  if (!getenv("PODSHIMD")) GTEST_SKIP();
+  const std::string bin = getenv("PODSHIMD");
+  char dir[] = "/tmp/podshimd-check.XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  const std::string cfg = std::string(dir) + "/c.yaml";
+  FILE* w = fopen(cfg.c_str(), "w");
+  ASSERT_TRUE(w);
+  fputs("log_level: info\ncgroup:\n  shrink_timeout_ms: 800\n", w);
+  fclose(w);
+  auto run = [&](const std::string& args) {
+    FILE* f = popen((bin + " --config " + cfg + " --check-config " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    const int st = pclose(f);
+    return std::pair{WEXITSTATUS(st), out};
+  };
+  auto [rc, out] = run("--nri-index 07 --socket /tmp/p.sock");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("cgroup.shrink_timeout_ms           800  [" + cfg + ":3]"), std::string::npos) << out;
+  EXPECT_NE(out.find("nri.plugin_index                   07  [--nri-index]"), std::string::npos) << out;
+  EXPECT_NE(out.find("socket.path                        /tmp/p.sock  [--socket]"), std::string::npos) << out;
+  EXPECT_NE(out.find("http.timeout_seconds               10  [default]"), std::string::npos) << out;
+  std::tie(rc, out) = run("--nri-index 5");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--nri-index: 'nri.plugin_index' must be two digits"), std::string::npos) << out;
+  std::tie(rc, out) = run("--socket relative.sock");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--socket: 'socket.path' must be an absolute path"), std::string::npos) << out;
+  std::tie(rc, out) = run("--metrics-listen nohost");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--metrics-listen: "), std::string::npos) << out;
+  unlink(cfg.c_str());
+  rmdir(dir);
+}
+
 }  // namespace
 }  // namespace podshim::testing
