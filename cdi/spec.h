@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/boxed.h"
 #include "base/result.h"
 
 namespace podshim::cdi {
@@ -55,34 +56,6 @@ struct IntelRdt {  // cdiVersion 0.7.0; schemata and enableMonitoring 1.1.0
   std::string mem_bw_schema;
   std::optional<std::vector<std::string>> schemata;
   bool enable_monitoring = false;
-};
-
-// An optional value kept on the heap: a pointer's size when absent, for
-// rarely-set fields of structs a registry holds thousands of (intelRdt is
-// 136 bytes, in every ContainerEdits). Copies are deep; otherwise it reads
-// like std::optional.
-template <typename T>
-class Boxed {
- public:
-  Boxed() = default;
-  Boxed(std::nullopt_t) {}
-  Boxed(T v) : p_(std::make_unique<T>(std::move(v))) {}
-  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
-  Boxed(Boxed&&) noexcept = default;
-  Boxed& operator=(const Boxed& o) {
-    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
-    return *this;
-  }
-  Boxed& operator=(Boxed&&) noexcept = default;
-  explicit operator bool() const { return p_ != nullptr; }
-  bool has_value() const { return p_ != nullptr; }
-  T& operator*() { return *p_; }
-  const T& operator*() const { return *p_; }
-  T* operator->() { return p_.get(); }
-  const T* operator->() const { return p_.get(); }
-
- private:
-  std::unique_ptr<T> p_;
 };
 
 // A list that is usually empty, kept on the heap: a pointer's size when

@@ -700,7 +700,6 @@ void Engine::resize(const PodResizeRequest& req, Done done) {
 }
 Result<void> Engine::release(const std::vector<std::string>& cgroup_paths) { return impl_->release(cgroup_paths); }
 Result<Actual> Engine::read_actual(const std::string& p) { return impl_->read_actual(p, impl_->container_formula()); }
-Result<Actual> Engine::read_actual(const std::string& p, WeightFormula f) { return impl_->read_actual(p, f); }
 Result<MemoryMax> Engine::read_memory_max(const std::string& p) { return impl_->read_memory_max(p); }
 Result<Actual> Engine::read_limits(const std::string& p) {
   return impl_->read_actual(p, impl_->container_formula(), /*with_stat=*/false);

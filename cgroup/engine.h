@@ -236,7 +236,6 @@ class Engine {
   Result<void> release(const std::vector<std::string>& cgroup_paths);
   // Kernel values of one cgroup; cpu request via the container formula.
   Result<Actual> read_actual(const std::string& cgroup_path);
-  Result<Actual> read_actual(const std::string& cgroup_path, WeightFormula f);
   Result<MemoryMax> read_memory_max(const std::string& cgroup_path);
   // read_actual() without memory.stat (anon, file and shmem stay 0): what a
   // resize reports back once applied.

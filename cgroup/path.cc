@@ -35,15 +35,6 @@ Result<void> check_unit_name(std::string_view name, std::string_view suffix, std
 
 }  // namespace
 
-std::string_view driver_name(DriverKind d) {
-  switch (d) {
-    case DriverKind::Cgroupfs: return "cgroupfs";
-    case DriverKind::Systemd: return "systemd";
-    case DriverKind::Auto: return "auto";
-  }
-  return "?";
-}
-
 Result<DriverKind> parse_driver(std::string_view s) {
   if (s == "cgroupfs") return DriverKind::Cgroupfs;
   if (s == "systemd") return DriverKind::Systemd;

@@ -18,7 +18,6 @@ namespace podshim::cgroup {
 
 enum class DriverKind { Cgroupfs, Systemd, Auto };
 
-std::string_view driver_name(DriverKind d);
 Result<DriverKind> parse_driver(std::string_view s);  // "cgroupfs" | "systemd" | "auto"
 
 struct CgroupLocation {

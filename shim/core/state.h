@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/boxed.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "shim/core/cgroup_types.h"
-#include "shim/core/boxed.h"
 #include "shim/core/string_map.h"
 
 namespace podshim::core {
@@ -230,7 +230,6 @@ class Store {
   // NRI mode (and tests): a store that persists nothing; the runtime's
   // Synchronize rebuilds it on every connection.
   static std::unique_ptr<Store> in_memory();
-  bool persistent() const { return static_cast<bool>(dirfd_); }
 
   const std::vector<std::string>& load_warnings() const { return load_warnings_; }
 

@@ -191,7 +191,6 @@ class Plugin {
 
   PluginState state() const { return state_; }
   const RuntimeInfo& runtime() const { return runtime_; }
-  uint32_t subscribed_events() const { return events_; }
   uint64_t connects() const { return connects_; }
   // Stats of the current connection (nullptr when disconnected).
   const TransportStats* transport_stats() const;

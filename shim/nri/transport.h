@@ -113,8 +113,6 @@ class Transport {
 
   const TransportStats& stats() const { return stats_; }
   int fd() const { return fd_.get(); }
-  // Bytes queued but not yet accepted by the kernel.
-  size_t pending_output() const { return out_.size() - out_off_; }
 
  private:
   Transport(sd_event* loop, UniqueFd fd, TransportOptions opts);

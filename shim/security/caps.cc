@@ -76,21 +76,6 @@ Result<void> restrict_capabilities_if_held(const std::vector<cap_value_t>& wante
   return restrict_capabilities(keep);
 }
 
-Result<void> drop_capability(cap_value_t cap) {
-  CapPtr cur(cap_get_proc());
-  if (!cur) return fail_errno("reading the process capabilities");
-  cap_flag_value_t pv = CAP_CLEAR;
-  cap_get_flag(cur.get(), CAP_SETPCAP, CAP_EFFECTIVE, &pv);
-  if (pv == CAP_SET && cap_get_bound(cap) > 0 && cap_drop_bound(cap) != 0)
-    return fail_errno("dropping {} from the bounding set", cap_to_lower_name(cap));
-  if (cap_set_flag(cur.get(), CAP_EFFECTIVE, 1, &cap, CAP_CLEAR) != 0 ||
-      cap_set_flag(cur.get(), CAP_PERMITTED, 1, &cap, CAP_CLEAR) != 0 ||
-      cap_set_flag(cur.get(), CAP_INHERITABLE, 1, &cap, CAP_CLEAR) != 0)
-    return fail_errno("clearing {}", cap_to_lower_name(cap));
-  if (cap_set_proc(cur.get()) != 0) return fail_errno("dropping {}", cap_to_lower_name(cap));
-  return {};
-}
-
 Result<std::vector<std::string>> capability_names(cap_flag_t set) {
   CapPtr cur(cap_get_proc());
   if (!cur) return fail_errno("reading the process capabilities");

@@ -31,11 +31,6 @@ Result<void> restrict_capabilities(const std::vector<cap_value_t>& keep);
 // in tests): never fails for a missing capability.
 Result<void> restrict_capabilities_if_held(const std::vector<cap_value_t>& wanted);
 
-// Drops one capability from the permitted and effective sets (and the
-// bounding set, if CAP_SETPCAP is still held) once the step that needed it
-// is done. Dropping a capability that is not held is not an error.
-Result<void> drop_capability(cap_value_t cap);
-
 // The capabilities in the given set of the calling thread, by name
 // ("cap_chown"), for logs, tests and the status socket.
 Result<std::vector<std::string>> capability_names(cap_flag_t set);

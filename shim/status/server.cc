@@ -794,11 +794,6 @@ void Server::set_policy(AccessPolicy p) {
   impl_->opts.policy = std::move(p);
 }
 
-size_t Server::watcher_count() const {
-  std::lock_guard lk(impl_->mu);
-  return impl_->watchers.size();
-}
-
 size_t Server::watch_backlog_bytes() const {
   std::lock_guard lk(impl_->mu);
   return impl_->watch_bytes;

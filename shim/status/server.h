@@ -92,7 +92,6 @@ class Server {
 
   // Replaces the access rules (SIGHUP reload).
   void set_policy(AccessPolicy p);
-  size_t watcher_count() const;
   // Bytes queued for all watchers now (pending lines and unsent output).
   size_t watch_backlog_bytes() const;
 

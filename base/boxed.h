@@ -1,17 +1,18 @@
 #pragma once
 
 // Boxed<T>: an optional value kept on the heap. For fields that are almost
-// always empty in objects there are thousands of (the resize conditions of
-// a container: two std::optional<Condition> were 176 of a Container's 792
+// always empty in objects there are thousands of: the resize conditions of
+// a container (two std::optional<Condition> were 176 of a Container's 792
 // bytes, on every container of the node, though only one being resized has
-// one). Empty it is one pointer; copies are deep, so it has value
+// one), or a CDI registry's rarely-set ContainerEdits fields (intelRdt is
+// 136 bytes). Empty it is one pointer; copies are deep, so it has value
 // semantics, and it reads like std::optional.
 
 #include <memory>
 #include <optional>
 #include <utility>
 
-namespace podshim::core {
+namespace podshim {
 
 template <class T>
 class Boxed {
@@ -74,7 +75,6 @@ class Boxed {
     p_ = std::make_unique<T>(std::forward<A>(a)...);
     return *p_;
   }
-  std::optional<T> as_optional() const { return p_ ? std::optional<T>(*p_) : std::nullopt; }
 
   bool operator==(const Boxed& o) const { return p_ && o.p_ ? *p_ == *o.p_ : !p_ == !o.p_; }
   bool operator==(std::nullopt_t) const { return !p_; }
@@ -83,4 +83,4 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
-}  // namespace podshim::core
+}  // namespace podshim
