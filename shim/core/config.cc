@@ -164,62 +164,56 @@ struct Entry {
   Shower show;
 };
 
-template <typename Rep, typename Period>
-Entry duration_key(ConfigKey doc, std::chrono::duration<Rep, Period> Config::*field, uint64_t min, uint64_t max) {
+// A key that reads one value with `read` (the same reader for the file and a
+// flag) into one member, and shows it with `show`.
+template <typename T, typename Read, typename Show>
+Entry field_key(ConfigKey doc, T Config::*field, Read read, Show show) {
   return {doc,
-          [field, min, max](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-            auto v = number(ctx, n, ctx.key, min, max);
-            if (!v) return Unexpected(v.error());
-            c.*field = std::chrono::duration<Rep, Period>(*v);
-            return {};
-          },
-          [field](const Config& c) { return std::to_string((c.*field).count()); }};
-}
-
-template <typename T>
-Entry number_key(ConfigKey doc, T Config::*field, uint64_t min, uint64_t max) {
-  return {doc,
-          [field, min, max](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-            auto v = number(ctx, n, ctx.key, min, max);
+          [field, read](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+            auto v = read(ctx, n, ctx.key);
             if (!v) return Unexpected(v.error());
             c.*field = static_cast<T>(*v);
             return {};
           },
-          [field](const Config& c) { return fmt::format("{}", c.*field); }};
+          [field, show](const Config& c) { return show(c.*field); }};
+}
+
+auto in_range(uint64_t min, uint64_t max) {
+  return [min, max](const Ctx& ctx, const YAML::Node& n, std::string_view key) { return number(ctx, n, key, min, max); };
+}
+
+// A Kubernetes quantity (parse_cpu_milli, parse_memory_bytes) of at least `min`.
+auto quantity(Result<int64_t> (*parse)(std::string_view), int64_t min) {
+  return [parse, min](const Ctx& ctx, const YAML::Node& n, std::string_view key) -> Result<int64_t> {
+    auto s = scalar(ctx, n, key);
+    if (!s) return Unexpected(s.error());
+    auto q = parse(*s);
+    if (!q) return ctx.err("'{}': {}", key, q.error().message);
+    if (*q < min) return ctx.err("'{}' must be at least {}", key, min);
+    return *q;
+  };
+}
+
+template <typename Rep, typename Period>
+Entry duration_key(ConfigKey doc, std::chrono::duration<Rep, Period> Config::*field, uint64_t min, uint64_t max) {
+  return field_key(doc, field, in_range(min, max),
+                   [](std::chrono::duration<Rep, Period> d) { return std::to_string(d.count()); });
+}
+
+template <typename T>
+Entry number_key(ConfigKey doc, T Config::*field, uint64_t min, uint64_t max) {
+  return field_key(doc, field, in_range(min, max), [](T v) { return fmt::format("{}", v); });
 }
 
 Entry bool_key(ConfigKey doc, bool Config::*field) {
-  return {doc,
-          [field](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-            auto b = boolean(ctx, n, ctx.key);
-            if (!b) return Unexpected(b.error());
-            c.*field = *b;
-            return {};
-          },
-          [field](const Config& c) { return std::string(c.*field ? "true" : "false"); }};
+  return field_key(doc, field, boolean, [](bool b) { return std::string(b ? "true" : "false"); });
 }
 
-Entry path_key(ConfigKey doc, std::string Config::*field) {
-  return {doc,
-          [field](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-            auto p = abs_path(ctx, n, ctx.key);
-            if (!p) return Unexpected(p.error());
-            c.*field = *p;
-            return {};
-          },
-          [field](const Config& c) { return c.*field; }};
-}
+const auto same = [](const std::string& s) { return s; };
 
-Entry string_key(ConfigKey doc, std::string Config::*field) {
-  return {doc,
-          [field](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-            auto s = scalar(ctx, n, ctx.key);
-            if (!s) return Unexpected(s.error());
-            c.*field = *s;
-            return {};
-          },
-          [field](const Config& c) { return c.*field; }};
-}
+Entry path_key(ConfigKey doc, std::string Config::*field) { return field_key(doc, field, abs_path, same); }
+
+Entry string_key(ConfigKey doc, std::string Config::*field) { return field_key(doc, field, scalar, same); }
 
 // A group name, or empty for root's group: resolved when the socket is made.
 Entry group_key(ConfigKey doc, std::string Config::*field) {
@@ -320,16 +314,9 @@ const std::vector<Entry>& schema() {
                  [](const Config& c) { return std::string(to_string(c.weight_formula)); }});
     // Must stay well under NRI's 2 s request timeout.
     v.push_back(duration_key({"cgroup.shrink_timeout_ms", "integer 1..1900 (ms)"}, &Config::shrink_timeout, 1, 1900));
-    v.push_back({{"cgroup.shrink_headroom", "memory quantity"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "cgroup.shrink_headroom");
-                   if (!s) return Unexpected(s.error());
-                   auto b = parse_memory_bytes(*s);
-                   if (!b) return ctx.err("'cgroup.shrink_headroom': {}", b.error().message);
-                   c.shrink_headroom_bytes = static_cast<uint64_t>(*b);
-                   return {};
-                 },
-                 [](const Config& c) { return format_memory_bytes(static_cast<int64_t>(c.shrink_headroom_bytes)); }});
+    v.push_back(field_key({"cgroup.shrink_headroom", "memory quantity"}, &Config::shrink_headroom_bytes,
+                          quantity(parse_memory_bytes, 0),
+                          [](uint64_t b) { return format_memory_bytes(static_cast<int64_t>(b)); }));
     v.push_back(duration_key({"cgroup.shrink_settle_ms", "integer (ms), <= shrink_timeout_ms/4"},
                              &Config::shrink_settle, 0, 1900));
     v.push_back(duration_key({"cgroup.shrink_growth_window_ms", "integer 0..3600000 (ms)"},
@@ -342,33 +329,12 @@ const std::vector<Entry>& schema() {
                              &Config::test_pause_after_clamp, 0, 600000));
     v.push_back(duration_key({"debug.test_pause_after_step_ms", "integer 0..600000 (ms), tests only"},
                              &Config::test_pause_after_step, 0, 600000));
-    v.push_back({{"node.allocatable.cpu", "cpu quantity", {}, "the machine's online CPUs"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "node.allocatable.cpu");
-                   if (!s) return Unexpected(s.error());
-                   auto q = parse_cpu_milli(*s);
-                   if (!q) return ctx.err("'node.allocatable.cpu': {}", q.error().message);
-                   if (*q <= 0) return ctx.err("'node.allocatable.cpu' must be more than 0");
-                   c.allocatable_cpu_milli = *q;
-                   return {};
-                 },
-                 [](const Config& c) {
-                   return c.allocatable_cpu_milli ? format_cpu_milli(*c.allocatable_cpu_milli) : std::string();
-                 }});
-    v.push_back({{"node.allocatable.memory", "memory quantity", {}, "the machine's MemTotal"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "node.allocatable.memory");
-                   if (!s) return Unexpected(s.error());
-                   auto q = parse_memory_bytes(*s);
-                   if (!q) return ctx.err("'node.allocatable.memory': {}", q.error().message);
-                   if (*q <= 0) return ctx.err("'node.allocatable.memory' must be more than 0");
-                   c.allocatable_memory_bytes = *q;
-                   return {};
-                 },
-                 [](const Config& c) {
-                   return c.allocatable_memory_bytes ? format_memory_bytes(*c.allocatable_memory_bytes)
-                                                     : std::string();
-                 }});
+    v.push_back(field_key({"node.allocatable.cpu", "cpu quantity", {}, "the machine's online CPUs"},
+                          &Config::allocatable_cpu_milli, quantity(parse_cpu_milli, 1),
+                          [](std::optional<int64_t> q) { return q ? format_cpu_milli(*q) : std::string(); }));
+    v.push_back(field_key({"node.allocatable.memory", "memory quantity", {}, "the machine's MemTotal"},
+                          &Config::allocatable_memory_bytes, quantity(parse_memory_bytes, 1),
+                          [](std::optional<int64_t> q) { return q ? format_memory_bytes(*q) : std::string(); }));
     v.push_back(bool_key({"nri.enabled", "boolean", "--nri"}, &Config::nri_enabled));
     v.push_back(path_key({"nri.socket", "absolute path", "--nri-socket"}, &Config::nri_socket));
     v.push_back({{"nri.plugin_name", "[A-Za-z0-9._-], 1..63 characters"},

@@ -111,19 +111,28 @@ bool valid_host(std::string_view h) {
 // The first line of a head, for messages.
 std::string_view first_line(std::string_view head) { return head.substr(0, head.find_first_of("\r\n")); }
 
-// The raw field line whose name is `name` (case-insensitive), for messages.
-std::string_view raw_field(std::string_view head, std::string_view name) {
+// The first field line of a head (the lines after the request line, up to
+// the empty one) for which `pick` is true, or empty.
+template <typename Pick>
+std::string_view find_field_line(std::string_view head, Pick pick) {
   size_t pos = head.find("\r\n");
   while (pos != std::string_view::npos && pos + 2 < head.size()) {
-    size_t start = pos + 2;
-    size_t end = head.find("\r\n", start);
+    const size_t start = pos + 2;
+    const size_t end = head.find("\r\n", start);
     std::string_view line = head.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     if (line.empty()) break;
-    auto colon = line.find(':');
-    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name)) return line;
+    if (pick(line)) return line;
     pos = end;
   }
   return {};
+}
+
+// The raw field line whose name is `name` (case-insensitive), for messages.
+std::string_view raw_field(std::string_view head, std::string_view name) {
+  return find_field_line(head, [&](std::string_view line) {
+    auto colon = line.find(':');
+    return colon != std::string_view::npos && iequals(line.substr(0, colon), name);
+  });
 }
 
 // The first field line that is not `token ":" value` with visible value
@@ -133,23 +142,17 @@ std::string_view bad_field_line(std::string_view head) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
   });
-  size_t pos = head.find("\r\n");
-  while (pos != std::string_view::npos && pos + 2 < head.size()) {
-    size_t start = pos + 2;
-    size_t end = head.find("\r\n", start);
-    std::string_view line = head.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    if (line.empty()) break;
+  return find_field_line(head, [&](std::string_view line) {
     auto colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0 ||
         str::find_not_in(line.substr(0, colon), kTchar) != std::string_view::npos) {
-      return line;
+      return true;
     }
     for (unsigned char ch : line.substr(colon + 1)) {
-      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return line;
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return true;
     }
-    pos = end;
-  }
-  return {};
+    return false;
+  });
 }
 
 }  // namespace
