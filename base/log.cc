@@ -146,6 +146,7 @@ void write(Level l, std::initializer_list<Field> fields, std::string_view raw) n
   }
   const std::string line = format_stderr_line(l, fields, message);
   // A single write(2) keeps concurrent lines from interleaving.
+  // A failed write to stderr has nowhere left to be reported.
   ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   (void)n;
 } catch (...) {

@@ -580,6 +580,7 @@ Result<void> Registry::watch(const FdWatcher& register_fd) {
   }
   refresh();  // records the watches too
   if (register_fd) {
+    // Whether a job ran matters only to callers that poll.
     auto r = register_fd(epoll_.get(), [this] { (void)process_watch_events(); });
     if (!r) return wrap(r, "registering the CDI spec directory watch");
   }
@@ -605,6 +606,7 @@ void Registry::signal_pending() {
     if (::write(event_.get(), &one, sizeof one) == sizeof one) signalled_ = true;
   } else {
     uint64_t v;
+    // Drains the eventfd; the count is not needed.
     (void)!::read(event_.get(), &v, sizeof v);
     signalled_ = false;
   }

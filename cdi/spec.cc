@@ -266,6 +266,7 @@ class YamlConverter {
         while (next() != YAML_MAPPING_END_EVENT) {
           std::optional<std::string> key;
           bool scalar_key = type() == YAML_SCALAR_EVENT || type() == YAML_ALIAS_EVENT;
+          // The key comes back through `key`; its node is not needed.
           if (scalar_key) (void)node(path, depth + 1, &key);
           if (!key) error_at(path.str(), "mapping key is not a scalar");
           // One lookup for the duplicate check and the insertion: map

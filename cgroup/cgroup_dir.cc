@@ -59,6 +59,7 @@ void CgroupDir::close_all() {
   }
   if (static_cast<size_t>(hi - lo) != kept_.size()) return;
   if (::close_range(static_cast<unsigned>(lo), static_cast<unsigned>(hi), 0) != 0) return;
+  // close_range() closed them all: only forget the numbers.
   (void)fd_.release();
   for (Kept& k : kept_) (void)k.fd.release();
 }

@@ -155,6 +155,8 @@ void ClampJournal::drop(std::string_view relpath) const {
   if (log_->live.empty() && log_->size > kTruncateBytes && log_->fd) {
     if (::ftruncate(log_->fd.get(), static_cast<off_t>(kHeader.size())) == 0) log_->size = kHeader.size();
   } else if (log_->size > kRewriteBytes) {
+    // A failed rewrite leaves the longer file, which still holds every clamp
+    // in force; the next drop past the size tries again.
     (void)rewrite(*log_);
   }
 }

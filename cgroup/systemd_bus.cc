@@ -5,7 +5,7 @@
 // the daemon's sd-event loop for asynchronous calls, used only from the
 // loop's thread. An asynchronous call's reply (or sd-bus's synthesized
 // timeout reply, sd_bus_call_async's usec) is dispatched by the loop, so a
-// slow systemd never holds the loop (podshim issue 16 item 3).
+// slow systemd never holds the loop.
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
@@ -77,6 +77,7 @@ class SdBusUnitManager final : public UnitManager {
     }
     // The slot lives with the bus (floating) and frees `p` when it goes:
     // after the reply, or when the connection closes with the call pending.
+    // Both calls fail only for a null slot, and sd_bus_call_async gave one.
     (void)sd_bus_slot_set_destroy_callback(slot, [](void* u) { delete static_cast<Pending*>(u); });
     (void)sd_bus_slot_set_floating(slot, 1);
     sd_bus_slot_unref(slot);

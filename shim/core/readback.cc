@@ -232,6 +232,14 @@ struct ReadBack::Impl {
     else
       log::at(l, {{"CONTAINER_ID", id}}, "{}", msg);
   }
+  // Stores what a pass learned about a container. ENOENT: the container
+  // was removed since the pass began, so there is nothing to update. Any
+  // other failure (the state directory refusing a write) left the store as
+  // it was, and the next pass tries again.
+  void store_update(const std::string& id, const std::function<void(Container&)>& fn) const {
+    if (auto r = store.update_container(id, fn); !r && r.error().code != ENOENT)
+      say(log::Level::Warning, id, fmt::format("read-back: storing container {}: {}", id, r.error().message));
+  }
   cgroup::WeightFormula formula() const { return opts.formulas ? opts.formulas->formula() : opts.formula; }
   bool formula_settled() const {
     return !opts.formulas || opts.formulas->setting() != cgroup::WeightFormulaSetting::Auto ||
@@ -480,7 +488,7 @@ struct ReadBack::Impl {
       drop_fds(e);
       e.drift.clear();
       e.repaired.clear();
-      if (!c->drift.empty()) (void)store.update_container(id, [&](Container& ct) { ct.drift.clear(); });
+      if (!c->drift.empty()) store_update(id, [&](Container& ct) { ct.drift.clear(); });
       return;
     }
     ++stats.reads;
@@ -537,7 +545,7 @@ struct ReadBack::Impl {
     const bool changed = force || !old || old->resources != act.resources || old->oom_kill != act.oom_kill ||
                          usage_moved || c->drift != e.drift;
     if (changed) {
-      (void)store.update_container(id, [&](Container& ct) {
+      store_update(id, [&](Container& ct) {
         if (metrics && ct.actual && act.oom_kill > ct.actual->oom_kill)
           metrics->oom_kills.inc({}, static_cast<double>(act.oom_kill - ct.actual->oom_kill));
         ct.actual = act;

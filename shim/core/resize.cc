@@ -299,7 +299,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     it.memory_policy = r.memory_policy.value_or(c->memory_policy);
     it.c = std::move(*c);  // the store's copy is the item's: no second copy
     it.c.allocated = it.before;
-    // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
+    // Values the kernel would refuse are refused before anything is recorded.
     auto v = validate(it.next);
     if (v) v = cgroup::check_kernel_limits(it.next);
     if (!v) return reject(std::move(v).error().wrap(fmt::format("container '{}'", it.c.id)));
@@ -381,8 +381,8 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     }
     // What the apiserver refuses for pod-level resources (a container limit
     // above the pod's, requests adding up to more than the pod's) is an
-    // invalid request, refused before anything is recorded (issue 17.4). A pod
-    // learned over NRI carries the runtime's sandbox totals (CRI
+    // invalid request (Kubernetes pkg/apis/core/validation/validation.go),
+    // refused before anything is recorded. A pod learned over NRI carries the runtime's sandbox totals (CRI
     // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
     // necessarily a pod-level spec: only pod-level values podshim was given
     // are validated as such.
@@ -413,7 +413,7 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     // The pod cgroup as the kubelet derives it: the pod-level values where
     // set, the containers' aggregate otherwise (admission.h
     // pod_cgroup_target), so a container resize never rewrites pod-level
-    // limits (issue 17.4).
+    // limits.
     new_total = pod_cgroup_target(pod_level, new_pod);
     K8sResources old_total = pod_cgroup_target(f->pod ? f->pod->resources : K8sResources{}, old_pod);
     if (f->pod)
@@ -527,7 +527,9 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
   }
   if (intent.pod_resources && f->pod) {
     // The pod-level values are the new spec whatever the actuation says.
-    (void)store_.update_pod(pod_uid, [&](Pod& p) { p.resources = pod_level; });
+    // ENOENT: the pod was removed meanwhile, and there is nothing to record.
+    if (auto r = store_.update_pod(pod_uid, [&](Pod& p) { p.resources = pod_level; }); !r && r.error().code != ENOENT)
+      log::warn("storing pod {}: {}", pod_uid, r.error().message);
   }
 
   const bool actuate = !act.plan.containers.empty() || act.plan.pod;
@@ -592,8 +594,9 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     if (f->inline_phase) {
       fn(it.c);
       store_moved(it);
-    } else {
-      (void)store_.update_container(it.c.id, fn);
+    } else if (auto r = store_.update_container(it.c.id, fn); !r && r.error().code != ENOENT) {
+      // ENOENT: the container was removed while it resized; nothing to record.
+      log::warn("storing container {}: {}", it.c.id, r.error().message);
     }
   };
   if (f->inline_phase) {
@@ -687,7 +690,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     });
   }
   if (f->pod_planned && f->pod) {
-    (void)store_.update_pod(f->pod_uid, [&](Pod& p) {
+    auto stored = store_.update_pod(f->pod_uid, [&](Pod& p) {
       if (f->pod_resources) p.resources = *f->pod_resources;
       if (from_runtime) return;
       if (auto w = rep->after.find(f->pod_uid); w != rep->after.end())
@@ -695,6 +698,8 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       else if (auto a = actuator_.read_actual(p.cgroup_path))
         p.actual = to_actual(*a);
     });
+    // ENOENT: the pod was removed while it resized; nothing to record.
+    if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f->pod_uid, stored.error().message);
   }
   if (!kill_msg.empty()) {
     result.outcome = ResizeOutcome::AppliedWithOomKill;

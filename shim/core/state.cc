@@ -317,7 +317,8 @@ bool Store::start_compaction() {
   if (renameat(dirfd_.get(), journal.c_str(), dirfd_.get(), old.c_str()) != 0) return false;
   auto j = fs::open_beneath(dirfd_.get(), kJournal, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (!j) {
-    // Put it back: the changes keep going to the one journal.
+    // Put it back: the changes keep going to the one journal. Should that
+    // fail too, the open journal is journal.old, which open() replays.
     (void)renameat(dirfd_.get(), old.c_str(), dirfd_.get(), journal.c_str());
     return false;
   }
@@ -460,7 +461,8 @@ Store::Batch::~Batch() {
   if (--store_.batch_depth_ == 0 && store_.batch_dirty_) {
     store_.batch_dirty_ = false;
     // One syncfs for the whole batch instead of two fsyncs per file.
-    if (store_.dirfd_) (void)syncfs(store_.dirfd_.get());
+    if (store_.dirfd_ && syncfs(store_.dirfd_.get()) != 0)
+      log::warn("state: syncing the state directory after a batch: {}", errno_string(errno));
   }
   store_.maybe_compact();
 }

@@ -60,6 +60,7 @@ bool may_log_to_journal(plog::Target t) {
 
 int main(int argc, char** argv) {
   const plog::Target target = pick_log_target();
+  // false: no libsystemd; journal writes then fail and fall back to stderr.
   if (may_log_to_journal(target)) (void)hook::preload_journal();
   plog::init(target, plog::Level::Notice, "podshim-hook");
   std::vector<std::string_view> args(argv + 1, argv + argc);

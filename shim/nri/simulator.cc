@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/log.h"
 #include "shim/nri/plugin.h"
 
 namespace podshim::nri {
@@ -105,7 +106,8 @@ int Simulator::on_accept(sd_event_source*, int fd, uint32_t, void* userdata) {
   auto* self = static_cast<Simulator*>(userdata);
   UniqueFd c(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!c) return 0;
-  (void)self->attach(std::move(c));
+  // A connection that cannot be served is closed; the plugin sees that.
+  if (auto r = self->attach(std::move(c)); !r) log::warn("NRI simulator: {}", r.error().message);
   return 0;
 }
 

@@ -572,7 +572,10 @@ Reply Api::register_container(std::string_view body) {
     for (const auto& s : deps_.store->containers_of(p->uid)) rs.push_back(s.allocated);
     if (core::compute_qos(rs) != p->qos) {
       p->qos = core::compute_qos(rs);
-      (void)deps_.store->upsert_pod(*p);
+      // The container is stored, so the answer stands; the pod's class is
+      // derived again at its next registration.
+      if (auto r = deps_.store->upsert_pod(*p); !r)
+        log::warn("pod {}: storing the QoS class {}: {}", p->uid, core::to_string(p->qos), r.error().message);
     }
   }
   return json_reply(existed ? 200 : 201, core::to_json(c));
@@ -619,14 +622,19 @@ Reply Api::deregister_container(std::string_view id) {
   // A pod that only the hook knew about goes with its last container.
   if (old && !old->pod_uid.empty() && deps_.store->containers_of(old->pod_uid).empty()) {
     auto p = deps_.store->pod(old->pod_uid);
-    if (p && p->source == core::Source::Hook) (void)deps_.store->remove_pod(p->uid);
+    // The container is removed, so the answer stands; the pod stays in the
+    // store with no container.
+    if (p && p->source == core::Source::Hook) {
+      if (auto rp = deps_.store->remove_pod(p->uid); !rp)
+        log::warn("removing pod {} with its last container: {}", p->uid, rp.error().message);
+    }
   }
   if (*r && deps_.resize) deps_.resize->retry_deferred();
   return json_reply(200, json{{"id", id}, {"removed", *r}});
 }
 
-// What the engine saw while resizing (issue 17: the pressure and growth a
-// staged shrink watched, reclaimed bytes, memory.events deltas per cgroup).
+// What the engine saw while resizing: the pressure and growth a staged
+// shrink watched, reclaimed bytes, memory.events deltas per cgroup.
 json report_json(const cgroup::ResizeReport& rep) {
   json events = json::object();
   for (const auto& [id, e] : rep.events)

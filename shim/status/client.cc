@@ -313,6 +313,8 @@ Result<void> http_stream_lines(const ClientOptions& opts, std::string_view targe
   if (h->status != 200) {
     c->set_deadline(Clock::now() + opts.timeout);
     std::string body;
+    // The status is the error; the body only adds the server's words, so a
+    // body that cannot be read in full leaves what arrived.
     (void)read_body(*c, *h, 1 << 20, [&](std::string_view p) { body.append(p); return true; });
     return fail(EPROTO, "HTTP {}: {}", h->status, str::trim(body));
   }

@@ -288,6 +288,8 @@ Result<std::unique_ptr<MetricsListener>> MetricsListener::start(sd_event* loop, 
   UniqueFd fd(socket(la->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return fail_errno("metrics listener socket");
   int one = 1;
+  // Without it a restart may find the port in TIME_WAIT: bind() below then
+  // fails and says so.
   (void)setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&la->addr), la->len) != 0) {
     return fail_errno("binding the metrics listener to {}", la->text);

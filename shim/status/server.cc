@@ -1,7 +1,7 @@
 #include "shim/status/server.h"
 
 // Why our own server and not libmicrohttpd 0.9.75 (which served this socket
-// before): it cannot give the bounds issue 18 asks for.
+// before): it cannot bound what a slow or hostile client holds.
 //  - MHD_OPTION_CONNECTION_TIMEOUT is an idle timer: every successful recv
 //    moves connection->last_activity forward (src/microhttpd/connection.c,
 //    MHD_connection_handle_read: read_buffer_offset += bytes_read, then
@@ -13,7 +13,7 @@
 //  - Connection limits are global (MHD_OPTION_CONNECTION_LIMIT) or per IP
 //    address (MHD_OPTION_PER_IP_CONNECTION_LIMIT, meaningless on AF_UNIX);
 //    nothing counts by peer uid or keeps slots for root, so seventy slow
-//    read-only members locked root and podshim-hook out (issue 18).
+//    read-only members locked root and podshim-hook out.
 //  - The access handler gets the URL as a NUL-terminated, already
 //    percent-decoded C string, so "/v1/containers/c1%00x" reached us as
 //    "/v1/containers/c1"; repeated Content-Length headers are resolved by
@@ -436,6 +436,8 @@ int on_listen_body(sd_event_source*, int, uint32_t, void* userdata) {
 int on_wake_body(sd_event_source*, int fd, uint32_t, void* userdata) {
   auto* impl = static_cast<Impl*>(userdata);
   uint64_t v;
+  // Drains the eventfd; the count is not needed, and EAGAIN means an
+  // earlier wake already drained it.
   (void)!read(fd, &v, sizeof(v));
   std::vector<Conn*> ws;
   {
@@ -576,6 +578,8 @@ void refuse_at_accept(int fd, std::string_view msg) {
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
       "Connection: close\r\n\r\n{}",
       body.size(), body);
+  // Best effort on a connection closed next: a peer that cannot take the
+  // answer sees the close.
   (void)!send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
