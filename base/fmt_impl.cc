@@ -1,6 +1,6 @@
 // {fmt}'s out-of-line functions, compiled into podshim-hook itself so the hook
-// does not load libfmt.so, which in turn loads libstdc++.so (issue 18 §6: the
-// dynamic loader's work on a hook that runs for every container start).
+// does not load libfmt.so, which in turn loads libstdc++.so (the dynamic
+// loader's work on a hook that runs for every container start).
 // format-inl.h is the implementation header libfmt-dev installs for this
 // purpose; the two explicit instantiations are the locale helpers the
 // formatting templates call and the shared library would otherwise supply.

@@ -173,8 +173,9 @@ class WeightFormulaTracker {
 };
 std::string_view source_name(WeightFormulaTracker::Source s);
 
-// ---- OCI / NRI LinuxResources (facts §9: a CRI update that sets only memory
-// reaches NRI with the cpu fields present but zero, so 0 means "unchanged").
+// ---- OCI / NRI LinuxResources (a CRI update that sets only memory reaches
+// NRI with the cpu fields present but zero, as observed with containerd
+// 1.7.27 and NRI v0.8.0, so 0 means "unchanged").
 struct LinuxResourceValues {
   uint64_t cpu_shares = 0;
   int64_t cpu_quota = 0;     // < 0: unlimited ("max")

@@ -11,8 +11,9 @@
 // 1. Any mount carrying its own context=/fscontext=/defcontext=/rootcontext=
 //    option is refused (mounts.h), whatever the SELinux state.
 // 2. SELinux disabled or absent: nothing is labelled, no context= is added,
-//    one note says so; never an error (facts Part 1d: the kernel rejects
-//    context= with EINVAL then, and go-selinux returns empty labels).
+//    one note says so; never an error (the kernel rejects context= with
+//    EINVAL then, as a tmpfs mount on Debian 12 shows, and go-selinux's
+//    label.InitLabels returns empty labels).
 // 3. A container without a label (no mountLabel, no selinuxLabel): nothing
 //    to do, one note.
 // 4. Bind mounts: the source is resolved and relabelled recursively with the

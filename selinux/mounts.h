@@ -16,7 +16,7 @@
 // rather than silently replacing the option: replacing would hide a broken or
 // hostile spec, and a refused container start names the spec to fix. This
 // holds whether SELinux is enabled or not (with it disabled the kernel
-// refuses context= on a fresh mount with EINVAL anyway, facts Part 1d).
+// refuses context= on a fresh mount with EINVAL anyway).
 #pragma once
 
 #include <map>

@@ -74,8 +74,8 @@ int cmd_cgroup_values(int argc, char** argv) {
   if (r.cpu_limit_milli == 0) r.cpu_limit_milli.reset();
   if (r.memory_limit_bytes == 0) r.memory_limit_bytes.reset();
   // Refuse what the kernel would refuse (or silently change) instead of
-  // printing a value no write could make true (issue 17: a cpu limit of 10^13
-  // cores printed a cpu.max the kernel answers with EINVAL).
+  // printing a value no write could make true (a cpu limit of 10^13 cores
+  // printed a cpu.max the kernel answers with EINVAL).
   cgroup::KernelLimitOptions limits;
   limits.systemd_rounding = systemd;
   if (auto k = cgroup::check_kernel_limits(r, limits); !k) {

@@ -8,8 +8,9 @@
 // `podman run --device /dev/sdb:/dev/sda` keeps sdb's numbers under the name
 // /dev/sda, and NVIDIA's CDI specs carry fully specified
 // /dev/nvidia-caps/nvidia-cap<N> nodes that the runtime mknods and the host
-// never has (see facts Part 1b). The container path is lost once CDI has
-// resolved hostPath, so the annotation carries it.
+// never has (NVIDIA k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/cdi.go). The
+// container path is lost once CDI has resolved hostPath, so the annotation
+// carries it.
 //
 // Annotation value: a JSON array whose elements are either a container path
 // ("/dev/foo", host path = container path) or {"path": "...", "hostPath": "..."}.

@@ -2,7 +2,8 @@
 //
 // A bind mount cannot be relabelled through `context=` (mount(2): for MS_BIND
 // "the filesystemtype and data arguments are ignored"), so the source itself
-// must carry a label the container may read; see facts Part 1d.
+// must carry a label the container may read (as go-selinux's
+// label.Relabel does for runc and CRI-O).
 //
 // Which mounts: those whose destinations podshimd lists in the annotation
 // `podshim.io/injected-mounts` (a JSON array of container paths). Relabelling

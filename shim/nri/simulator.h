@@ -29,7 +29,7 @@ struct SimOptions {
   // fields, ValidEvents, paging, the event transport and the framing.
   int nri_minor = 12;
   std::string runtime_name = "containerd";
-  // Default: a containerd release that vendors that NRI version (facts §8),
+  // Default: a containerd release whose go.mod pins that NRI version,
   // so a plugin's version detection sees a consistent runtime.
   std::string runtime_version;
   std::string nri_version;        // sent from v0.12 on; default "v0.<minor>.0"

@@ -395,7 +395,7 @@ int main(int argc, char** argv) {
   std::printf("podshim peak RSS of the child that runs the lookups-from-memory, tree and resolve rows (no Go "
               "counterpart): %ld KiB\n",
               extra.rss);
-  std::printf("\nratio podshim/go (medians), issue 20 targets:\n");
+  std::printf("\nratio podshim/go (medians), against the targets:\n");
   std::printf("  load           %.2fx  (target <= 0.50x: %s)\n", r_load, verdict(r_load, 0.5));
   std::printf("  inject 100     %.2fx  (target <= 0.30x: %s)\n", r_inj, verdict(r_inj, 0.3));
   std::printf("  inject 8       %.2fx\n", r_few);

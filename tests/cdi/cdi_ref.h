@@ -110,7 +110,7 @@ inline std::string build_cdi_ref(std::string* error) {
   std::string dir = src.substr(0, src.rfind('/'));
   std::string tmp = bin + ".tmp." + std::to_string(::getpid());
   std::string log = bin + ".build.log";
-  // GOPATH mode against Debian's packaged sources, no network (facts 1f).
+  // GOPATH mode against Debian's packaged sources (/usr/share/gocode), no network.
   std::string cmd = "cd " + shell_quote(dir) + " && GO111MODULE=off GOFLAGS= GOPROXY=off GOPATH=" +
                     shell_quote(std::string(gopath) + ":/usr/share/gocode") +
                     " GOCACHE=" + shell_quote(bin + "-gocache") + " " + shell_quote(go) + " build -o " + shell_quote(tmp) +

@@ -1,6 +1,7 @@
 // Differential test against the reference Go implementation as Debian ships
-// it (container-device-interface v0.5.2, facts Part 1f): the same spec
-// directories through both, the same verdicts and the same OCI edits. Where
+// it (container-device-interface v0.5.2, in Debian's
+// golang-github-container-orchestrated-devices-container-device-interface-dev):
+// the same spec directories through both, the same verdicts and the same OCI edits. Where
 // v0.5.2 differs from v1.x (which podshim follows) or where podshim is
 // deliberately stricter, the difference is asserted per case, never skipped.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The labels of podshimd's metrics (issue 37.3), without a daemon:
+// The labels of podshimd's metrics, without a daemon:
 //   - every per-container series, podshim_drift included, carries
 //     kube-state-metrics' namespace, pod, uid and container (names), in that
 //     order, for NRI-registered and hook-registered containers alike;

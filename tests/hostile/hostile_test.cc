@@ -1,4 +1,4 @@
-// The hostile-input table (issue 11 §5): inputs that a confused or malicious
+// The hostile-input table: inputs that a confused or malicious
 // peer can hand podshim on each of its interfaces, each with the clear
 // error it must get. Three kinds of row:
 //
@@ -729,7 +729,7 @@ std::vector<Row> table() {
     }, {"closed"});
   D("unknown method", [] { return http_outcome(daemon_->request("BREW", "/v1/containers")); }, {"4"});
 
-  // -- issue 18: lockout by slow clients --
+  // -- lockout by slow clients --
   D("header dripped one line per 500 ms", [] {
       const int fd = daemon_->connect_fd();
       if (fd < 0) return Outcome{false, "cannot connect"};
@@ -775,7 +775,7 @@ std::vector<Row> table() {
   D("70 slow body clients of a writer uid", [] { return under_slow_clients(true, 70); },
     {"0 failed", "uid 65533"});
 
-  // -- issue 18: NUL and non-canonical paths --
+  // -- NUL and non-canonical paths --
   D("percent-encoded NUL in a GET id", [] { return http_outcome(daemon_->request("GET", "/v1/containers/c-ok%00x")); },
     {"400", "c-ok%00x", "NUL"});
   D("percent-encoded NUL in a resize path", [] {
@@ -803,7 +803,7 @@ std::vector<Row> table() {
   D("container id of 129 characters", [] { return post_registration({{"id", std::string(129, 'a')}}); },
     {"400", "longer than 128"});
 
-  // -- issue 18: ambiguous requests --
+  // -- ambiguous requests --
   D("duplicate JSON key in a resize", [] {
       return post_resize("c-ok", R"({"resources":{"limits":{"memory":"128Mi","memory":"200Mi"}}})");
     }, {"400", "'memory'"});
@@ -859,7 +859,7 @@ std::vector<Row> table() {
       return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}"));
     }, {"417", "200-ok"});
 
-  // -- issue 18: header and body limits per method --
+  // -- header and body limits per method --
   D("GET with a 20 KB header", [] {
       return http_outcome(daemon_->exchange("GET /healthz HTTP/1.1\r\nHost: p\r\nX-A: " + std::string(20 << 10, 'a') + "\r\n\r\n"));
     }, {"431", "16384"});
@@ -878,7 +878,7 @@ std::vector<Row> table() {
       return http_outcome(daemon_->exchange("POST /v1/containers HTTP/1.1\r\nHost: p\r\nContent-Length: 1048577\r\n\r\n{"));
     }, {"413", "1048576"});
 
-  // -- issue 18: pipelining and disconnects --
+  // -- pipelining and disconnects --
   D("pipelined good, NUL path, good", [] {
       return pipelined("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\nGET /v1/containers/c-ok%00x HTTP/1.1\r\nHost: p\r\n\r\n"
                        "GET /healthz HTTP/1.1\r\nHost: p\r\n\r\n", {200, 400});
@@ -902,7 +902,7 @@ std::vector<Row> table() {
       return Outcome{true, "closed mid-chunk"};
     }, {"closed"});
 
-  // -- issue 18: registration checks the cgroup path when it is registered --
+  // -- registration checks the cgroup path when it is registered --
   D("registered cgroup path with ..", [] {
       return post_registration({{"id", "c-dots2"}, {"cgroupPath", "/kubepods/../../../../etc"}});
     }, {"400", "/kubepods/../../../../etc", "'..'"});

@@ -1,4 +1,4 @@
-// Slow clients for the status socket (issue 18): a forked child that drops
+// Slow clients for the status socket: a forked child that drops
 // to an unprivileged uid and keeps N connections dripping one header line
 // (or one body byte) per interval, reconnecting whenever the server closes
 // one, for a bounded time; and a stream of good requests from root (GET

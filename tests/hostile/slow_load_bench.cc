@@ -1,4 +1,4 @@
-// Benchmark (issue 18): the status socket of a real podshimd (--nri=off, a
+// Benchmark: the status socket of a real podshimd (--nri=off, a
 // fake cgroup tree under a temp dir, http.max_connections 64, timeout 3 s)
 // under more slow clients than it has connections: 70 clients of a read-only
 // uid dripping header lines and 30 of a writer uid dripping bodies, each

@@ -1,4 +1,4 @@
-// Bounded watchers, bounded memory (issue 34 item 4): twelve GET /v1/watch
+// Bounded watchers, bounded memory: twelve GET /v1/watch
 // clients that never read, while about 35 MB of container events stream,
 // must not take a real podshimd's peak RSS (VmHWM) past 64 MiB; each of them
 // is disconnected (http.max_watch_backlog_bytes, http.max_watch_total_bytes),

@@ -1,6 +1,6 @@
 // Relabelling with real security.selinux xattrs. Root can write them on a
-// file system with xattr support even while SELinux is off (facts Part 1d:
-// setxattr security.selinux as root on ext4 stores the value), so these tests
+// file system with xattr support even while SELinux is off (setxattr of
+// security.selinux as root on ext4 stores the value), so these tests
 // exercise the real walk on the host; they skip, saying why, elsewhere.
 #include "selinux/relabel.h"
 

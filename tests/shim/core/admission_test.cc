@@ -285,7 +285,7 @@ TEST_F(PodLevelResize, WithoutPodLevelThePodCgroupFollowsTheContainers) {
 }
 
 TEST_F(PodLevelResize, KernelLimitsAreRefusedBeforeAnythingIsRecorded) {
-  // Issue 17: a cpu limit of 10^13 cores was recorded as allocated.
+  // A cpu limit of 10^13 cores was once recorded as allocated.
   const Container before = *store->container("c1");
   auto r = resize_c1({nullopt, 10'000'000'000'000'000, nullopt, nullopt});
   ASSERT_FALSE(r);

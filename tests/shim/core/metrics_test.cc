@@ -25,7 +25,7 @@ TEST(Metrics, ExpositionFormat) {
 
 TEST(Metrics, EscapeHelp) { EXPECT_EQ(escape_help("a\\b\nc\""), "a\\\\b\\nc\""); }
 
-// Issue 37.3: a labelled counter never starts as one unlabelled 0 that later
+// A labelled counter never starts as one unlabelled 0 that later
 // turns into labelled series; its known label values are there at 0 from the
 // start, so increase() sees the first increment.
 TEST(Metrics, LabelledFamiliesStartWithEveryKnownSeriesAtZero) {

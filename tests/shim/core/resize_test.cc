@@ -279,7 +279,7 @@ TEST_F(ResizeTest, AnOomKillDuringTheResizeIsNeverPlainlyApplied) {
 }
 
 TEST_F(ResizeTest, RefusalsAreCountedByWhyAndPressureSeenIsObserved) {
-  // Issue 17.3: the pressure a staged shrink saw is in the result and a metric;
+  // The pressure a staged shrink saw is in the result and a metric;
   // a refusal is counted by its reason.
   act.psi_some = 7.5;
   auto r = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});

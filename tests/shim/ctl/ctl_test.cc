@@ -1,5 +1,5 @@
-// podshimctl's and podshim-hook's command lines as an operator meets them
-// (issue 37 §4): --version, -o in every spelling for every command that
+// podshimctl's and podshim-hook's command lines as an operator meets them:
+// --version, -o in every spelling for every command that
 // prints a table or an object (json and yaml carrying the same data), -o
 // wide's extra columns, unknown formats, --help on every command and
 // subcommand in the registry, completion scripts, "No resources found", the

@@ -110,7 +110,7 @@ int main() {
   std::vector<double> d;
   for (size_t i = 0; i < h.size(); ++i) d.push_back(h[i] - t[i]);
   print_row("difference (paired)", d);
-  // Issue 18 §6: the hook's median within 1.5x of /bin/true's in the same run.
+  // Target: the hook's median within 1.5x of /bin/true's in the same run.
   std::printf("ratio podshim-hook / /bin/true (medians): %.2fx (target <= 1.50x)\n",
               podshim::hook::testing::percentile(h, 50) / podshim::hook::testing::percentile(t, 50));
   return 0;

@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadState{"noid", without(make_state("/b"), "id").dump(), "no 'id'"},
         BadState{"emptyid", with(make_state("/b"), "id", "").dump(), "'id' is empty"},
         BadState{"idslash", with(make_state("/b"), "id", "a/b").dump(), "outside [A-Za-z0-9_.-]"},
-        // podshimd's limits (issue 18): 128 characters, [A-Za-z0-9_.-], no leading '.'.
+        // podshimd's limits: 128 characters, [A-Za-z0-9_.-], no leading '.'.
         BadState{"id300", with(make_state("/b"), "id", std::string(300, 'a')).dump(), "longer than 128"},
         BadState{"id129", with(make_state("/b"), "id", std::string(129, 'a')).dump(), "longer than 128"},
         BadState{"iddot", with(make_state("/b"), "id", ".hidden").dump(), "must not start with '.'"},

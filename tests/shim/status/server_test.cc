@@ -196,7 +196,7 @@ TEST_F(ServerTest, SocketModeAndEndpoints) {
   EXPECT_EQ(rj["result"], "applied");
   EXPECT_EQ(rj["container"]["allocated"]["memoryLimitBytes"], 256 << 20);
   EXPECT_EQ(rj["container"]["generation"], 1);
-  // What the engine saw comes back with the result (issue 17.3).
+  // What the engine saw comes back with the result.
   ASSERT_TRUE(rj.contains("report")) << rz.body;
   EXPECT_TRUE(rj["report"].contains("bytesReclaimed")) << rz.body;
   EXPECT_TRUE(rj["report"]["pressure"].contains("someAvg10")) << rz.body;
@@ -343,7 +343,7 @@ TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
     EXPECT_EQ(r.status, 400) << c.body;
     EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
   }
-  // A registration carrying a value the kernel cannot take records nothing (issue 17.5).
+  // A registration carrying a value the kernel cannot take records nothing.
   auto big = req("POST", "/v1/containers", R"({"id":"big","resources":{"limits":{"memory":"100"}}})");
   EXPECT_EQ(big.status, 400) << big.body;
   EXPECT_NE(big.body.find("below one page"), std::string::npos) << big.body;
