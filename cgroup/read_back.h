@@ -14,7 +14,10 @@ namespace podshim::cgroup {
 // cpu.weight (→ request via `f`), cpu.max, memory.max, memory.current,
 // memory.stat (anon, file, shmem; only `with_stat`: the kernel builds it from
 // every counter of the cgroup, the costliest of these files) and
-// memory.events of `d`.
+// memory.events of `d`. memory.stat is flushed lazily (mm/memcontrol.c: up
+// to 64 pages per online CPU can be missing for ~2 s), so anon, file and
+// shmem are for display only: nothing compares them or decides from them
+// (memory.current is exact).
 //
 // `known`: attributes of the table read from the kernel earlier in the same
 // resize and not written since (the resize held the cgroup's turn

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <vector>
+
+#include <unistd.h>
 
 #include "base/str.h"
 #include "cgroup/convert.h"
@@ -54,7 +58,17 @@ struct Shrink {
   bool reclaim_only = false;
   ShrinkDone cb;
   uint64_t target = 0, headroom = 0, usage0 = 0, usage = 0;
-  uint64_t anon = 0, file = 0, shmem = 0;
+  // memory.stat as last read (the report shows it as read), and how far
+  // it may lag the kernel (memory_stat_lag_bytes()).
+  uint64_t anon = 0, file = 0, shmem = 0, slab = 0;
+  uint64_t lag = 0;
+  // The Usage refusal rests on the lag (reported with the refusal).
+  bool lag_decided = false;
+  // For the trend: memory.stat's four values at the previous sample, and
+  // the lowest memory.current seen since they last changed.
+  std::array<uint64_t, 4> stat_seen{};
+  bool stat_seen_valid = false;
+  uint64_t usage_min_since_stat = 0;
   std::string prev_high;
   // The memory.high an earlier ReclaimOnly resize's held clamp set (it
   // stays in force, and journaled, if this shrink gives up).
@@ -64,7 +78,7 @@ struct Shrink {
   bool reclaim_tried = false;  // one memory.reclaim write made, whatever it returned
   Clock::time_point t0, reclaim_deadline, watch_t0;
   ms watch{0};
-  std::vector<std::pair<double, double>> samples;  // (seconds since t0, anon + shmem)
+  std::vector<std::pair<double, double>> samples;  // (seconds since t0, unreclaimable(): see sample())
   std::optional<Psi> psi0;
   double some_avg10_max = 0, full_avg10_max = 0;
   double some_window = 0, full_window = 0;
@@ -86,22 +100,82 @@ ms remaining(const Shrink& s, Clock::time_point deadline);
 Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->clock() : Clock::now(); }
 
 
-// memory.stat's anon, file and shmem into `s`; slab_reclaimable into
-// `slab` when asked.
-Result<void> read_breakdown(Shrink& s, uint64_t* slab = nullptr) {
+// memory.stat is not exact at any moment, memory.current is. Since Linux
+// 6.8 (mm/memcontrol.c: memcg_rstat_updated(),
+// memcg_vmstats_needs_flush(), flush_memcg_stats_dwork()) each CPU tallies
+// its stat updates (in pages) and folds them into the cgroup's count once
+// they reach MEMCG_CHARGE_BATCH (64); reading memory.stat flushes only when
+// that count is above MEMCG_CHARGE_BATCH x online CPUs, and the periodic
+// worker flushes everything every 2 s (deferrable: measured up to 4 s).
+// Older kernels keep one such count for the whole node, to the same bound.
+// So a small change, such as 1 MiB just touched in a fresh cgroup on a
+// 16-CPU node, is missing from memory.stat for seconds while memory.current
+// has it at once. The kernel's comment there gives the bound: out of sync
+// by at most MEMCG_CHARGE_BATCH x CPUs pages. The per-CPU remainders not yet
+// folded in add at most as much again in update units, but a page that
+// joins or leaves anon or file also moves an LRU counter in the same tally,
+// so it costs two units: the lag of anon plus file stays within
+// MEMCG_CHARGE_BATCH x CPUs pages. Nothing here needs the stat fresher
+// than that: decisions are made from memory.current, and what the stat
+// adds is discounted by this bound where it would admit a shrink.
+constexpr uint64_t kMemcgChargeBatch = 64;  // include/linux/memcontrol.h
+
+// Test seam (set_memory_stat_lag_for_tests): UINT64_MAX when unset.
+std::atomic<uint64_t> g_lag_override{UINT64_MAX};
+
+uint64_t stat_lag() {
+  uint64_t o = g_lag_override.load(std::memory_order_relaxed);
+  return o != UINT64_MAX ? o : memory_stat_lag_bytes();
+}
+
+// memory.stat's anon, file, shmem and slab_reclaimable into `s`, as the
+// kernel lists them (the refusal reports them so).
+Result<void> read_breakdown(Shrink& s) {
   static constexpr std::array<std::string_view, 4> kKeys{"anon", "file", "shmem", "slab_reclaimable"};
   std::array<uint64_t, 4> v{};
   PODSHIM_TRY(s.cg.dir->read_fields("memory.stat", kKeys, v));
-  s.anon = v[0], s.file = v[1], s.shmem = v[2];
-  if (slab) *slab = v[3];
+  s.anon = v[0], s.file = v[1], s.shmem = v[2], s.slab = v[3];
   return {};
 }
 
-// Samples anon + shmem (growth) and the breakdown for a refusal.
-void sample(Shrink& s) {
-  if (!read_breakdown(s)) return;
+// What memory.stat lists as reclaimable without swap: page cache that is
+// not shmem/tmpfs, and reclaimable slab (shmem cannot be reclaimed without
+// swap: the kernel OOM-kills and usage stays above the limit). A stale stat
+// can list more than memory.current charges: never more than usage.
+uint64_t stat_reclaimable(const Shrink& s) {
+  return std::min(s.usage, (s.file > s.shmem ? s.file - s.shmem : 0) + s.slab);
+}
+
+// The least the cgroup keeps whatever reclaim does, from memory.current:
+// usage less what the stat lists as reclaimable, that less `lag` (a stale
+// stat may still list pages that are gone, or were never page cache), and
+// never below the stat's own anon + shmem (bounded by usage).
+uint64_t unreclaimable_floor(const Shrink& s, uint64_t lag) {
+  uint64_t r = stat_reclaimable(s);
+  r = r > lag ? r - lag : 0;
+  return std::max(s.usage - r, std::min(s.usage, s.anon + s.shmem));
+}
+
+// Samples the unreclaimable part for the trend (the breakdown is kept for
+// a refusal), at s.usage read just before. memory.stat's anon + shmem,
+// plus memory.current's rise since the stat last moved: while the stat
+// stays as it was (not flushed, see above) growth shows only in
+// memory.current, and it counts as unreclaimable until the stat says
+// otherwise. A stat that moves every sample (a flush each read) is taken
+// as it is, so page cache growing in step with it is not growth.
+Result<void> sample(Shrink& s) {
+  PODSHIM_TRY(read_breakdown(s));
+  std::array<uint64_t, 4> st{s.anon, s.file, s.shmem, s.slab};
+  if (!s.stat_seen_valid || st != s.stat_seen) {
+    s.stat_seen = st;
+    s.stat_seen_valid = true;
+    s.usage_min_since_stat = s.usage;
+  }
+  s.usage_min_since_stat = std::min(s.usage_min_since_stat, s.usage);
+  uint64_t y = std::min(s.usage, s.anon + s.shmem + (s.usage - s.usage_min_since_stat));
   double sec = std::chrono::duration<double>(now(s) - s.t0).count();
-  s.samples.emplace_back(sec, static_cast<double>(s.anon + s.shmem));
+  s.samples.emplace_back(sec, static_cast<double>(y));
+  return {};
 }
 
 // Least-squares slope of the samples, bytes/s; 0 with fewer than three
@@ -120,7 +194,7 @@ void reclaim_tick(const ShrinkPtr& s) {
   auto cur = s->cg.dir->read_u64("memory.current");
   if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", s->cg.id)));
   s->usage = *cur;
-  sample(*s);
+  (void)sample(*s);  // a failed read leaves the sample out
   if (s->usage + s->headroom <= s->target) return start_watch(s);
   // The deadline refuses only once reclaim has been asked for: a process
   // stalled past it between the clamp and the first tick (a loaded node,
@@ -165,7 +239,12 @@ void measure_psi(Shrink& s) {
 }
 
 void watch_tick(const ShrinkPtr& s) {
-  sample(*s);
+  // The trend needs memory.current at each sample (see sample()); a failed
+  // read skips the sample, as a failed memory.stat read does.
+  if (auto cur = s->cg.dir->read_u64("memory.current")) {
+    s->usage = *cur;
+    (void)sample(*s);
+  }
   measure_psi(*s);
   auto elapsed = now(*s) - s->watch_t0;
   // Back off early when the clamp already hurts: the workload is being
@@ -181,7 +260,11 @@ void decide(const ShrinkPtr& s) {
   measure_psi(*s);
   if (s->some_window > s->ctx.opts->shrink_pressure_threshold) return give_up(s, refuse(*s, ShrinkWhy::Pressure));
   const double rate = growth_rate(s->samples);
-  const double unreclaimable = static_cast<double>(s->anon + s->shmem);
+  // The level the trend starts from: the last sample, or what the last
+  // memory.current and memory.stat read say the cgroup keeps (the
+  // pre-check's bound), whichever is higher.
+  const double unreclaimable = std::max(s->samples.empty() ? 0.0 : s->samples.back().second,
+                                        static_cast<double>(unreclaimable_floor(*s, s->lag)));
   const double window_s = std::chrono::duration<double>(s->ctx.opts->shrink_growth_window).count();
   if (rate > 0 && unreclaimable + rate * window_s + static_cast<double>(s->headroom) > static_cast<double>(s->target))
     return give_up(s, refuse(*s, ShrinkWhy::Growth));
@@ -274,10 +357,26 @@ Unexpected refuse(const Shrink& s, ShrinkWhy why) {
   r.pressure_threshold = s.ctx.opts->shrink_pressure_threshold;
   r.growth_window = s.ctx.opts->shrink_growth_window;
   r.elapsed = std::chrono::duration_cast<ms>(now(s) - s.t0);
-  return Unexpected(shrink_refused(std::move(r)));
+  Error e = shrink_refused(std::move(r));
+  if (s.lag_decided)
+    e.message += fmt::format(" (memory.stat may lag the kernel by up to {} bytes on this node: that much of "
+                             "what it lists as reclaimable was not counted as such)",
+                             std::min(s.lag, stat_reclaimable(s)));
+  return Unexpected(std::move(e));
 }
 
 }  // namespace
+
+uint64_t memory_stat_lag_bytes() {
+  long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  long page = ::sysconf(_SC_PAGESIZE);
+  return kMemcgChargeBatch * static_cast<uint64_t>(cpus > 0 ? cpus : 1) *
+         static_cast<uint64_t>(page > 0 ? page : 4096);
+}
+
+void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes) {
+  g_lag_override.store(bytes ? *bytes : UINT64_MAX, std::memory_order_relaxed);
+}
 
 void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_max, ShrinkDone cb) {
   const ShrinkCgroup& t = cg;
@@ -303,15 +402,23 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   auto usage = t.dir->read_u64("memory.current");
   if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
   s->usage0 = s->usage = *usage;
-  uint64_t slab_reclaimable = 0;
-  if (auto st = read_breakdown(*s, &slab_reclaimable); !st) return s->cb(wrap(st, fmt::format("'{}'", t.id)));
-  s->samples.emplace_back(0.0, static_cast<double>(s->anon + s->shmem));
-  // Pre-check: without swap only page cache that is not shmem/tmpfs and
-  // reclaimable slab can go; anon and shmem stay (facts §8: shmem made the
-  // kernel OOM-kill and still left usage above the limit).
-  uint64_t reclaimable = (s->file > s->shmem ? s->file - s->shmem : 0) + slab_reclaimable;
-  uint64_t floor = s->usage > reclaimable ? s->usage - reclaimable : 0;
-  if (floor + s->headroom > s->target) return s->cb(refuse(*s, ShrinkWhy::Usage));
+  s->lag = stat_lag();
+  // The breakdown, and the trend's first sample: memory.stat's anon + shmem.
+  if (auto st = sample(*s); !st) return s->cb(wrap(st, fmt::format("'{}'", t.id)));
+  // Pre-check: refuse when what reclaim cannot take (unreclaimable_floor:
+  // memory.current less what memory.stat lists as reclaimable, that less
+  // the stat's possible lag) plus headroom is above the target. A stale
+  // stat moves that floor by at most the lag, and the floor takes it on
+  // the side of refusing: a target only the lag puts out of reach is
+  // refused too, and the message says so. Admitting it would clamp
+  // memory.high below what the cgroup may keep and throttle the workload
+  // for the whole reclaim budget before refusing on timeout. The price: a
+  // shrink to within the lag of the floor is refused even when the stat
+  // was fresh (512 KiB on a 2-CPU node, 4 MiB on 16 CPUs, with 4 KiB pages).
+  if (unreclaimable_floor(*s, s->lag) + s->headroom > s->target) {
+    s->lag_decided = unreclaimable_floor(*s, 0) + s->headroom <= s->target;
+    return s->cb(refuse(*s, ShrinkWhy::Usage));
+  }
 
   // The memory.high to come back to: a clamp a ReclaimOnly resize still
   // holds on this cgroup is not the cgroup's own value.

@@ -2,15 +2,19 @@
 // a timer-driven state machine, one per lowered memory.max, that the engine
 // (engine.cc) runs for a resize. Internal to cgroup/: the facade is engine.h.
 //
-// 1. Pre-check: refuse (Usage) when what cannot be reclaimed (anon, shmem)
-//    plus headroom is above the target; nothing is written.
+// 1. Pre-check: refuse (Usage) when what cannot be reclaimed plus headroom
+//    is above the target; nothing is written. From memory.current, less
+//    what memory.stat lists as reclaimable (file but shmem, slab), that less
+//    how far memory.stat may lag (memory_stat_lag_bytes()); never below
+//    memory.stat's anon + shmem.
 // 2. Clamp memory.high to the target (journaled first): usage cannot grow
 //    past it, writing it below usage makes the kernel reclaim, and
 //    memory.high never invokes the OOM killer.
 // 3. Reclaim (memory.reclaim, in chunks, one per tick) until usage +
 //    headroom fits; refuse (Timeout) when the reclaim budget runs out.
 // 4. Watch for `settle` under the clamp: PSI from memory.pressure and the
-//    trend of anon + shmem. Refuse (Pressure) when the stall share passes
+//    trend of anon + shmem (plus memory.current's rise while memory.stat
+//    has not moved: a stale stat must not make growth look flat). Refuse (Pressure) when the stall share passes
 //    the threshold; refuse (Growth) when the trend crosses target -
 //    headroom within the growth window. Both restore memory.high.
 // 5. Write memory.max, restore memory.high, watch `settle` again.
@@ -97,6 +101,14 @@ struct ShrinkContext {
 };
 
 using ShrinkDone = std::function<void(Result<void>)>;
+
+// How far memory.stat may lag the kernel's charges on this node, bytes:
+// MEMCG_CHARGE_BATCH (64) pages per online CPU (mm/memcontrol.c flushes
+// memory.stat lazily; see shrink.cc).
+uint64_t memory_stat_lag_bytes();
+// Test seam: the lag every shrink assumes from now on, instead of
+// memory_stat_lag_bytes() (nullopt: back to it). Process-wide.
+void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes);
 
 // Lowers `cg`'s memory.max to `new_max` as above; `done` runs once, from
 // `ctx.sched` or before this returns.

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cgroup/shrink.h"
 #include "tests/cgroup/fake_tree.h"
 
 namespace podshim::cgroup {
@@ -39,6 +40,10 @@ constexpr int64_t kMi = 1 << 20;
 
 class EngineTest : public ::testing::Test {
  protected:
+  // Exact figures: memory.stat taken as fresh unless a test says how far it
+  // may lag (the default depends on the machine's CPU count).
+  void SetUp() override { set_memory_stat_lag_for_tests(0); }
+  void TearDown() override { set_memory_stat_lag_for_tests(std::nullopt); }
   // Plain files keep a stale tail after a shorter write (kernel attributes do
   // not), so the fake truncates each file before podshim writes it.
   EngineOptions options() {
@@ -821,6 +826,146 @@ TEST_F(EngineTest, DefaultHeadroomRefusesAShrinkWithNoRoom) {
   EXPECT_EQ(d->why, ShrinkWhy::Usage);
   req.containers[0].desired.memory_limit_bytes = 72 * kMi;
   ASSERT_TRUE(e->resize(req));
+}
+
+// Recent kernels flush memory.stat lazily (mm/memcontrol.c): a change
+// smaller than MEMCG_CHARGE_BATCH pages per online CPU can be missing from
+// it for seconds while memory.current is exact. The fakes below give
+// memory.current the truth and memory.stat a stale view within that bound.
+
+TEST(MemoryStatLag, SixtyFourPagesPerOnlineCpu) {
+  EXPECT_EQ(memory_stat_lag_bytes(),
+            64u * static_cast<uint64_t>(::sysconf(_SC_NPROCESSORS_ONLN)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+}
+
+TEST_F(EngineTest, StaleStatFileCannotAdmitAShrinkBelowWhatTheCgroupKeeps) {
+  // Truth: 52 MiB anon + 48 MiB page cache = memory.current. memory.stat,
+  // not flushed yet: anon 0, file 50 MiB (2 MiB freed since its last flush).
+  // On a node whose stat may lag 4 MiB (16 CPUs), a shrink to 51 MiB is
+  // below what stays and must be refused by the pre-check, saying why.
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 0, 50 * kMi);
+  set_memory_stat_lag_for_tests(4 * kMi);
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 51 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  const auto* d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Usage);
+  EXPECT_EQ(d->usage, static_cast<uint64_t>(100 * kMi));
+  EXPECT_EQ(d->anon, 0u);  // reported as memory.stat said
+  EXPECT_EQ(d->file, static_cast<uint64_t>(50 * kMi));
+  EXPECT_NE(r.error().message.find("below current usage (" + std::to_string(100 * kMi) + ")"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("memory.stat may lag the kernel by up to " + std::to_string(4 * kMi) + " bytes"),
+            std::string::npos)
+      << r.error().message;
+  for (const auto& w : writes) EXPECT_EQ(w.find("memory.high"), std::string::npos) << w;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+
+  // Taking the stat as fresh, the same shrink would pass the pre-check,
+  // clamp memory.high below what the cgroup keeps and end on timeout.
+  set_memory_stat_lag_for_tests(0);
+  writes.clear();
+  r = e->resize(req);
+  ASSERT_FALSE(r);
+  d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Timeout);
+  EXPECT_NE(std::find(writes.begin(), writes.end(), "c1:memory.high=" + std::to_string(51 * kMi)), writes.end());
+
+  // The lag only costs its own size: a target past floor + lag goes ahead.
+  set_memory_stat_lag_for_tests(4 * kMi);
+  hook = [&](const std::string&, const std::string& file, const std::string&) {
+    if (file == "memory.reclaim") tree.set("kubepods/c1", "memory.current", std::to_string(52 * kMi));
+  };
+  req.containers[0].desired.memory_limit_bytes = 54 * kMi;
+  r = e->resize(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(54 * kMi));
+}
+
+TEST_F(EngineTest, AStatThatListsMoreThanUsageIsBoundedByMemoryCurrent) {
+  // memory.stat, stale, lists more page cache than memory.current charges
+  // and no anon: reclaimable is at most usage, so the floor is the lag.
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 10 * kMi, 0, 30 * kMi);
+  set_memory_stat_lag_for_tests(4 * kMi);
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 3 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  const auto* d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Usage);
+  EXPECT_NE(r.error().message.find("memory.stat may lag the kernel by up to " + std::to_string(4 * kMi) + " bytes"),
+            std::string::npos)
+      << r.error().message;
+  // And a stale anon above usage counts as no more than usage.
+  tree.set_stat("kubepods/c1", 20 * kMi, 0, 0);
+  req.containers[0].desired.memory_limit_bytes = 9 * kMi;
+  r = e->resize(req);
+  ASSERT_FALSE(r);
+  d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Usage);
+  EXPECT_EQ(r.error().message.find("may lag"), std::string::npos) << r.error().message;  // certain without it
+  req.containers[0].desired.memory_limit_bytes = 11 * kMi;
+  ASSERT_TRUE(e->resize(req));
+}
+
+TEST_F(EngineTest, GrowthSeenInMemoryCurrentWhileTheStatIsStale) {
+  // memory.stat says anon 0 throughout (never flushed); memory.current,
+  // exact, grows 50 MiB/s from 30 MiB. Shrunk to 100 MiB: over it in 1.4 s.
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 0, 0);
+  Loop loop(/*virtual_time=*/true);
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.clock = loop.clock();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(80);
+  o.shrink_tick = std::chrono::milliseconds(5);
+  auto e = engine(o);
+  loop.before_each = [&](double sec) {
+    tree.set("kubepods/c1", "memory.current", std::to_string(static_cast<uint64_t>(30.0 * kMi + 50.0 * kMi * sec)));
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out);
+  ASSERT_FALSE(*out) << "a growing workload with a stale memory.stat was shrunk";
+  const auto* d = out->error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << out->error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Growth);
+  EXPECT_GT(d->growth_bytes_per_sec, 35 * kMi) << d->growth_bytes_per_sec;
+  EXPECT_LT(d->growth_bytes_per_sec, 65 * kMi) << d->growth_bytes_per_sec;
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+}
+
+TEST_F(EngineTest, AStaleStatWithFlatUsageIsNotGrowth) {
+  // The stat says anon 0 and never moves; memory.current stays at 30 MiB:
+  // nothing grows, the shrink to 100 MiB goes ahead.
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 0, 0);
+  Loop loop(/*virtual_time=*/true);
+  auto o = options();
+  o.schedule = loop.scheduler();
+  o.clock = loop.clock();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(80);
+  o.shrink_tick = std::chrono::milliseconds(5);
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  std::optional<Result<ResizeReport>> out;
+  e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+  ASSERT_TRUE(loop.run([&] { return out.has_value(); }));
+  ASSERT_TRUE(out && *out) << out->error().message;
+  EXPECT_EQ((*out)->growth_bytes_per_sec, 0);
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(100 * kMi));
 }
 
 TEST_F(EngineTest, ReclaimTimeoutNamesTheReason) {
