@@ -219,6 +219,7 @@ struct HttpRequestReader::Parser {
   bhttp::request_parser<bhttp::string_body> p;
   size_t fields_at_head = 0;
   bool last_chunk = false;
+  std::uint64_t chunked_bytes = 0;  // the sizes of the chunk headers taken so far
   bool body_started = false;  // the body limit is set once, when the body begins
   bool ext_too_long = false;
   // Kept alive across put() calls: Beast stores a reference to the callback.
@@ -246,6 +247,7 @@ void HttpRequestReader::reset() {
       return;
     }
     if (size == 0) raw->last_chunk = true;
+    raw->chunked_bytes += size;
   };
   p_->p.on_chunk_header(p_->on_chunk);
   req_ = HttpRequest{};
@@ -400,8 +402,23 @@ HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
       return refuse(400, "trailer fields after the last chunk are not accepted");
     }
     // What is left unconsumed is a partial chunk header (Beast consumes
-    // chunk data as it comes): bounded like a whole one.
+    // chunk data as it comes): bounded like a whole one. Its size, when its
+    // digits are there, is judged first, as Beast does for a whole header,
+    // so a too-large chunk is 413 however the bytes were split.
     if (req_.chunked && in.size() > kMaxChunkExtension + 24) {
+      // After the first chunk, Beast reads the CRLF that ends the previous
+      // chunk's data as part of the next header.
+      const std::string_view header = std::string_view(in).substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
+      std::uint64_t size = 0;
+      size_t digits = 0;
+      for (; digits < header.size() && digits < 16 && isxdigit(static_cast<unsigned char>(header[digits])); ++digits) {
+        const char c = static_cast<char>(tolower(static_cast<unsigned char>(header[digits])));
+        size = size * 16 + static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+      }
+      if (digits > 0 && digits < header.size() && !isxdigit(static_cast<unsigned char>(header[digits])) &&
+          p_->chunked_bytes + size > limits_.max_body_bytes) {
+        return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+      }
       return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
     }
     return Step::More;

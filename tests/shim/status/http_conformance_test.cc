@@ -110,6 +110,15 @@ std::vector<Row> table() {
       {"chunk extension with NUL", chunked(std::string(";a\0b", 4)), 400, 400, 0, "chunk"},
       {"chunk extension with ESC", chunked(";a\x1b[0m"), 400, 400, 0, "chunk"},
       {"chunk extension of 4 KiB", chunked(";a=" + std::string(4096, 'b')), 400, 400, 0, "chunk header longer"},
+      // Found by socket-fuzz: a chunk over the body limit with a long
+      // extension was 413 in one write, and 400 (header too long) when the
+      // header arrived in pieces.
+      {"chunk over the limit with a 4 KiB extension",
+       post("Transfer-Encoding: chunked\r\n", "100000;a=" + std::string(4096, 'b') + "\r\n"), 413, 413, 0,
+       "request body larger"},
+      {"second chunk over the limit with a 4 KiB extension",
+       post("Transfer-Encoding: chunked\r\n", "1\r\n{\r\nfffffffffffffff;a=" + std::string(4096, 'b') + "\r\n"), 413,
+       413, 0, "request body larger"},
       {"chunk size not hex", post("Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"), 400, 400, 0, "chunk"},
       {"trailer field", chunked("", "0\r\nX-T: 1\r\n\r\n"), 400, 400, 0, "trailer"},
       {"chunk data longer than its size", post("Transfer-Encoding: chunked\r\n", "1\r\n{}\r\n0\r\n\r\n"), 400, 400, 0},
