@@ -529,9 +529,21 @@ Reply Api::register_container(std::string_view body) {
   if (auto it = j->find("annotations"); it != j->end()) {
     if (!it->is_object()) return error_reply(400, "field 'annotations' must be an object of strings");
     std::vector<std::pair<std::string_view, std::string_view>> kv;
+    size_t total = 0;
     for (auto a = it->begin(); a != it->end(); ++a) {
       if (!a->is_string()) return error_reply(400, fmt::format("annotation '{}' must be a string", a.key()));
       kv.emplace_back(a.key(), a->get_ref<const std::string&>());
+      total += kv.back().first.size() + kv.back().second.size();
+    }
+    // Kubernetes refuses an object whose annotations (keys and values) pass
+    // 256 KiB (apimachinery pkg/api/validation/objectmeta.go,
+    // TotalAnnotationSizeLimitB), so a real pod never brings more; without
+    // the bound each registration could hold a whole request body, kept
+    // twice (model and JSON), for as long as the container lives.
+    constexpr size_t kMaxAnnotationBytes = 256 << 10;
+    if (total > kMaxAnnotationBytes) {
+      return error_reply(400, fmt::format("field 'annotations' holds {} bytes; Kubernetes allows at most {}", total,
+                                          kMaxAnnotationBytes));
     }
     c.annotations.assign(kv.begin(), kv.end());
   }

@@ -332,6 +332,22 @@ TEST_F(ServerTest, RegistrationWorksWhereOpenat2IsMissing) {
   EXPECT_NE(nope.find("does not exist"), std::string::npos) << nope;
 }
 
+TEST_F(ServerTest, AnnotationsPastKubernetesLimitAreRefused) {
+  ServerOptions o = opts();
+  o.max_body_bytes = 1 << 20;
+  start(o);
+  // Annotations past Kubernetes' 256 KiB: refused, nothing kept.
+  const std::string pad(200 << 10, 'a');
+  auto fat = req("POST", "/v1/containers", R"({"id":"fat","annotations":{"a":")" + pad + R"(","b":")" + pad + "\"}}");
+  EXPECT_EQ(fat.status, 400) << fat.body.substr(0, 200);
+  EXPECT_NE(fat.body.find("field 'annotations' holds 409602 bytes; Kubernetes allows at most 262144"),
+            std::string::npos)
+      << fat.body.substr(0, 200);
+  EXPECT_FALSE(store->container("fat"));
+  auto lean = req("POST", "/v1/containers", R"({"id":"lean","annotations":{"a":")" + pad + "\"}}");
+  EXPECT_EQ(lean.status, 201) << lean.body.substr(0, 200);
+}
+
 TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
   start(opts());
   struct Case { const char* body; const char* want; };
