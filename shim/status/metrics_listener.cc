@@ -16,15 +16,39 @@
 
 namespace podshim::status {
 
+namespace {
+
+// The host part of an IPv4 or IPv6 address, without brackets or port.
+std::string peer_host(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, host, sizeof(host));
+  } else if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host, sizeof(host));
+  }
+  return host;
+}
+
+std::string format_address(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET6)
+    return fmt::format("[{}]:{}", peer_host(ss), ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port));
+  return fmt::format("{}:{}", peer_host(ss), ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port));
+}
+
+}  // namespace
+
 // A scraper needs one connection at a time, sends no body, and reconnects
 // freely; so each connection carries one request and is closed after the
 // answer ("Connection: close"). The request is read by the same strict
 // reader as the status socket's (shim/status/http.h), with an 8 KiB head and
 // no body. A client must complete its head within 2 s of connecting and read
 // the answer within 10 s. When all 16 slots are taken, a new connection
-// takes the slot of the one that has waited longest for its head, so
-// clients that dribble bytes and reconnect cannot keep a scraper out (a
-// scraper sends its whole request at once). This used to be libmicrohttpd,
+// takes the slot of the one that has waited longest for its head, chosen
+// among the peer address that holds the most waiting connections: clients
+// that dribble bytes and reconnect cannot keep a scraper out, neither by
+// making it the oldest (each eviction makes room for one of them, which
+// evicts the next) nor while it is still being scheduled to send its
+// request. This used to be libmicrohttpd,
 // whose Debian build pulls GnuTLS and its eight libraries (about 2.4 MiB of
 // resident mappings in podshimd) into every node's daemon for a listener
 // that is off by default.
@@ -42,6 +66,7 @@ struct MetricsListener::Impl {
     sd_event_source* io = nullptr;
     sd_event_source* timer = nullptr;
     uint64_t accepted_us = 0;
+    std::string peer;  // the client's address without its port
     HttpRequestReader reader;
     std::string in;
     std::string out;
@@ -162,21 +187,45 @@ struct MetricsListener::Impl {
     }
   }
 
-  // The connection that has waited longest for its head, or null.
+  // Before anyone loses a slot, reads what has already arrived on every
+  // unanswered connection. Under reconnect churn (each evicted client
+  // reconnects at once) accepts can outrun the dispatch of a read event, and
+  // a scraper whose whole request sits in its socket buffer would become the
+  // oldest and be cut off unanswered. Reading first answers it instead, and
+  // frees the slots of clients that have already gone.
+  void catch_up_unanswered() {
+    for (auto it = conns.begin(); it != conns.end();) {
+      Conn& c = *it++;  // c may be closed (erased) below
+      if (c.out.empty()) guarded_io(c, EPOLLIN);
+    }
+  }
+
+  // The connection that has waited longest for its head, from the peer
+  // address that holds the most such connections; null if every slot is
+  // answering. conns is in accept order, and holds at most 16.
   Conn* oldest_unanswered() {
-    for (auto& c : conns)
-      if (c.out.empty()) return &c;  // conns is in accept order
-    return nullptr;
+    Conn* victim = nullptr;
+    size_t victim_count = 0;
+    for (auto& c : conns) {
+      if (!c.out.empty()) continue;
+      size_t count = 0;
+      for (const auto& o : conns) count += o.out.empty() && o.peer == c.peer;
+      if (count > victim_count) victim = &c, victim_count = count;
+    }
+    return victim;
   }
 
   void on_accept() {
     for (;;) {
-      UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      sockaddr_storage peer{};
+      socklen_t peer_len = sizeof(peer);
+      UniqueFd fd(accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) log::debug("metrics listener: accept: {}", std::strerror(errno));
         return;
       }
+      if (conns.size() >= kMaxConnections) catch_up_unanswered();
       if (conns.size() >= kMaxConnections) {
         if (Conn* victim = oldest_unanswered()) {
           close_conn(*victim);
@@ -192,6 +241,7 @@ struct MetricsListener::Impl {
       c.owner = this;
       c.self = std::prev(conns.end());
       c.fd = std::move(fd);
+      c.peer = peer_host(peer);
       sd_event_now(loop, CLOCK_MONOTONIC, &c.accepted_us);
       if (sd_event_add_io(loop, &c.io, c.fd.get(), EPOLLIN, &conn_io_cb, &c) < 0 ||
           sd_event_add_time(loop, &c.timer, CLOCK_MONOTONIC, c.accepted_us + kHeadDeadlineUs, 100'000,
@@ -203,14 +253,17 @@ struct MetricsListener::Impl {
   }
 
   // Each callback is a boundary: nothing a client sends may end the daemon.
-  static int conn_io_cb(sd_event_source*, int, uint32_t events, void* userdata) {
-    auto* c = static_cast<Conn*>(userdata);
+  void guarded_io(Conn& c, uint32_t events) {
     try {
-      c->owner->on_conn_io(*c, events);
+      on_conn_io(c, events);
     } catch (const std::exception& e) {
       log::err("metrics listener: dropping a connection after an error: {}", e.what());
-      c->owner->close_conn(*c);
+      close_conn(c);
     }
+  }
+  static int conn_io_cb(sd_event_source*, int, uint32_t events, void* userdata) {
+    auto* c = static_cast<Conn*>(userdata);
+    c->owner->guarded_io(*c, events);
     return 0;
   }
   static int conn_timer_cb(sd_event_source*, uint64_t, void* userdata) {
@@ -227,22 +280,6 @@ struct MetricsListener::Impl {
     return 0;
   }
 };
-
-namespace {
-
-std::string format_address(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    return fmt::format("[{}]:{}", host, ntohs(a->sin6_port));
-  }
-  const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-  inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-  return fmt::format("{}:{}", host, ntohs(a->sin_port));
-}
-
-}  // namespace
 
 Result<ListenAddress> parse_listen_address(std::string_view s) {
   auto bad = [&](std::string_view why) {

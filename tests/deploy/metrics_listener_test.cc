@@ -42,8 +42,13 @@ class Listener : public ::testing::Test {
     listener_.reset();
     sd_event_unref(loop_);
   }
-  int connect_fd() {
+  // from: the client's source address (loopback is all of 127/8).
+  int connect_fd(uint32_t from = INADDR_LOOPBACK) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(from);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)), 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port_);
@@ -164,8 +169,14 @@ TEST_F(Listener, AFullListenerStillServesAScrape) {
 }
 
 // 16 clients that dribble a byte at a time and reconnect as soon as they are
-// cut off, against sequential scrapes: every scrape is answered. The
-// figures are printed (latency is a benchmark's business, not an assertion).
+// cut off, against sequential scrapes from another address: every scrape is
+// answered, even when the scraper takes 20 ms between connecting and
+// sending (a loaded node's scheduler can do that). Each eviction lets one
+// dribbler reconnect and evict the next oldest, so under the old rule
+// (oldest first, whoever it is) a scraper was cut off after 16 such turns;
+// now the victim comes from the address holding the most waiting
+// connections. The figures are printed (latency is a benchmark's business,
+// not an assertion).
 TEST_F(Listener, ScrapesGetThroughSixteenDribblingClients) {
   std::vector<double> ms;
   int ok = 0;
@@ -192,8 +203,9 @@ TEST_F(Listener, ScrapesGetThroughSixteenDribblingClients) {
     }
     const std::string req = "GET /metrics HTTP/1.1\r\nHost: p\r\n\r\n";
     for (int i = 0; i < kScrapes; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      int fd = connect_fd();
+      int fd = connect_fd(INADDR_LOOPBACK + 1);  // 127.0.0.2
+      if (i % 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const auto t0 = std::chrono::steady_clock::now();  // latency: request sent to answer read
       (void)!write(fd, req.data(), req.size());
       std::string r = read_all(fd);
       close(fd);
