@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "cgroup/path.h"
+#include "shim/core/oom_kills.h"
 
 namespace podshim::core {
 namespace {
@@ -545,12 +546,12 @@ struct ReadBack::Impl {
     const bool changed = force || !old || old->resources != act.resources || old->oom_kill != act.oom_kill ||
                          usage_moved || c->drift != e.drift;
     if (changed) {
+      uint64_t kills = 0;
       store_update(id, [&](Container& ct) {
-        if (metrics && ct.actual && act.oom_kill > ct.actual->oom_kill)
-          metrics->oom_kills.inc({}, static_cast<double>(act.oom_kill - ct.actual->oom_kill));
-        ct.actual = act;
+        kills = set_actual(ct, act);
         ct.drift = e.drift;
       });
+      count_oom_kills(store, metrics, c->pod_uid, kills);
     }
     repair(id, e, *c);
   }

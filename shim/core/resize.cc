@@ -11,6 +11,7 @@
 #include "base/str.h"
 #include "shim/core/admission.h"
 #include "shim/core/metrics.h"
+#include "shim/core/oom_kills.h"
 
 namespace podshim::core {
 
@@ -651,11 +652,11 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     metrics_->shrink_pressure.observe({{"kind", "full"}}, rep->psi_full_avg10 / 100);
   }
   // memory.events over the operation and its settle period: a kill makes
-  // the outcome AppliedWithOomKill.
+  // the outcome AppliedWithOomKill. They count nothing: kills are counted
+  // where a container's oom_kill is read (set_actual, shim/core/oom_kills.h).
   std::string kills;
   for (const auto& [id, ev] : rep->events) {
     if (!ev.oom_kill) continue;
-    if (metrics_) metrics_->oom_kills.inc({}, static_cast<double>(ev.oom_kill));
     kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
   }
   const std::string kill_msg =
@@ -673,6 +674,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       else if (auto ra = actuator_.read_actual(it.c.cgroup_path))
         a = *ra;
     }
+    uint64_t oom_kills = 0;
     change(it, [&](Container& c) {
       c.allocated = it.next;
       c.actuated.reset();  // the kernel has the allocated values now
@@ -686,17 +688,18 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
         c.last_outcome = std::string(to_string(ResizeOutcome::AppliedWithOomKill));
       }
       c.restart_required = false;
-      if (a) c.actual = to_actual(*a);
+      if (a) oom_kills = set_actual(c, to_actual(*a));
     });
+    count_oom_kills(store_, metrics_, f->pod_uid, oom_kills);
   }
   if (f->pod_planned && f->pod) {
     auto stored = store_.update_pod(f->pod_uid, [&](Pod& p) {
       if (f->pod_resources) p.resources = *f->pod_resources;
       if (from_runtime) return;
       if (auto w = rep->after.find(f->pod_uid); w != rep->after.end())
-        p.actual = to_actual(w->second);
+        set_pod_actual(p, to_actual(w->second));
       else if (auto a = actuator_.read_actual(p.cgroup_path))
-        p.actual = to_actual(*a);
+        set_pod_actual(p, to_actual(*a));
     });
     // ENOENT: the pod was removed while it resized; nothing to record.
     if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f->pod_uid, stored.error().message);
