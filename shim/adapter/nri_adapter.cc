@@ -22,13 +22,61 @@ int64_t now_ms() {
 
 NriAdapter::NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry* registry,
                        core::Metrics* metrics, AdapterOptions opts)
-    : store_(store), engine_(engine), registry_(registry), metrics_(metrics), opts_(std::move(opts)) {}
+    : store_(store), engine_(engine), registry_(registry), metrics_(metrics), opts_(std::move(opts)) {
+  set_handlers();
+}
+
+// Every event podshimd subscribes to, and what it does with it. Not here, so
+// not subscribed to: ValidateContainerAdjustment (podshimd has no opinion on
+// other plugins' adjustments).
+void NriAdapter::set_handlers() {
+  using P = const pb::PodSandboxView&;
+  using C = const pb::ContainerView&;
+  handle<api::RUN_POD_SANDBOX>([this](P pod) { remember_pod(pod); });
+  handle<api::STOP_POD_SANDBOX>([](P) {});
+  handle<api::REMOVE_POD_SANDBOX>([this](P pod) { remove_pod(pod.uid); });
+  handle<api::UPDATE_POD_SANDBOX>([this](P pod, const pb::LinuxResourcesView& res, std::string_view,
+                                         nri::Respond<api::UpdatePodSandboxResponse> respond) {
+    update_pod_sandbox(pod, res, std::move(respond));
+  });
+  handle<api::POST_UPDATE_POD_SANDBOX>([this](P pod) {
+    remember_pod(pod);
+    if (actuator_ && !pod.cgroup_parent.empty()) actuator_->landed(std::string(pod.cgroup_parent));
+  });
+  handle<api::CREATE_CONTAINER>(
+      [this](P pod, C ctr, api::CreateContainerResponse* reply) { return create_container(pod, ctr, reply); });
+  handle<api::POST_CREATE_CONTAINER>([this](P pod, C ctr) { remember(pod.uid, ctr, false); });
+  handle<api::START_CONTAINER>([this](P pod, C ctr) { remember(pod.uid, ctr, false); });
+  handle<api::POST_START_CONTAINER>([this](P pod, C ctr) {
+    remember(pod.uid, ctr, false);
+    refresh_actual(ctr);
+  });
+  handle<api::UPDATE_CONTAINER>([this](P pod, C ctr, const pb::LinuxResourcesView& res,
+                                       nri::Respond<api::UpdateContainerResponse> respond) {
+    update_container(pod, ctr, res, std::move(respond));
+  });
+  handle<api::POST_UPDATE_CONTAINER>([this](P pod, C ctr) {
+    remember(pod.uid, ctr, false);
+    if (actuator_) {
+      std::string path;
+      store_.with_container(ctr.id, [&](const core::Container& k) { path = k.cgroup_path; });
+      if (!path.empty()) actuator_->landed(path);
+    }
+    refresh_actual(ctr);
+  });
+  handle<api::STOP_CONTAINER>([this](P pod, C ctr, api::StopContainerResponse*) -> Result<void> {
+    remember(pod.uid, ctr, false);
+    (void)store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; });
+    return {};
+  });
+  handle<api::REMOVE_CONTAINER>([this](P, C ctr) { (void)store_.remove_container(ctr.id); });
+}
 
 void NriAdapter::count(api::Event e) {
   if (metrics_) metrics_->nri_events.inc({{"event", std::string(nri::event_name(e))}});
 }
 
-Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) {
+Result<void> NriAdapter::configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) {
   runtime_ = rt;
   if (opts_.formulas) opts_.formulas->set_runtime(fmt::format("{} {}", rt.name, rt.version));
   log::info("NRI: configured by {} {} (NRI {}), request timeout {} ms", rt.name, rt.version,
@@ -37,7 +85,7 @@ Result<uint32_t> NriAdapter::configure(const api::ConfigureRequest& req, const n
     if (!opts_.on_config) return fail(EINVAL, "NRI Configure carried a config, but podshimd takes none here");
     PODSHIM_TRY(opts_.on_config(req.config()));
   }
-  return opts_.events ? opts_.events : kDefaultEvents;
+  return {};
 }
 
 void NriAdapter::remember_pod(const pb::PodSandboxView& p) {
@@ -255,9 +303,8 @@ void NriAdapter::finish_synchronize() {
   sync_ = SyncState{};  // release the sets of a big sync
 }
 
-Result<void> NriAdapter::on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                             api::CreateContainerResponse* reply) {
-  count(api::CREATE_CONTAINER);
+Result<void> NriAdapter::create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                          api::CreateContainerResponse* reply) {
   remember_pod(pod);
   remember(pod.uid, ctr, true);
   if (!registry_) return {};
@@ -322,10 +369,9 @@ Result<void> to_runtime_answer(const Result<core::ResizeResult>& r) {
 
 }  // namespace
 
-void NriAdapter::on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                     const pb::LinuxResourcesView& resources,
-                                     nri::Respond<api::UpdateContainerResponse> respond) {
-  count(api::UPDATE_CONTAINER);
+void NriAdapter::update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                  const pb::LinuxResourcesView& resources,
+                                  nri::Respond<api::UpdateContainerResponse> respond) {
   // Only the pod uid and the desired values of the known container matter
   // here: read them in place instead of copying the container.
   std::optional<std::pair<std::string, cgroup::K8sResources>> known;
@@ -364,11 +410,8 @@ void NriAdapter::on_update_container(const pb::PodSandboxView& pod, const pb::Co
   });
 }
 
-void NriAdapter::on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::LinuxResourcesView& resources,
-                                       std::string_view raw_request,
-                                       nri::Respond<api::UpdatePodSandboxResponse> respond) {
-  (void)raw_request;
-  count(api::UPDATE_POD_SANDBOX);
+void NriAdapter::update_pod_sandbox(const pb::PodSandboxView& p, const pb::LinuxResourcesView& resources,
+                                    nri::Respond<api::UpdatePodSandboxResponse> respond) {
   cgroup::K8sResources current;
   store_.with_pod(p.uid, [&](const core::Pod& known) { current = known.resources; });
   if (auto k = cgroup::check_kernel_limits(linux_values(resources)); !k) {
@@ -389,15 +432,6 @@ void NriAdapter::on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::Li
     if (!answer) return respond(Unexpected(answer.error()));
     respond(api::UpdatePodSandboxResponse());
   });
-}
-
-Result<void> NriAdapter::on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                           api::StopContainerResponse* reply) {
-  (void)reply;
-  count(api::STOP_CONTAINER);
-  remember(pod.uid, ctr, false);
-  (void)store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; });
-  return {};
 }
 
 cgroup::WeightFormula NriAdapter::formula() const {
@@ -454,58 +488,19 @@ void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
   });
 }
 
-void NriAdapter::on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) {
-  count(e);
-  static const pb::ContainerView kNone;
-  const pb::ContainerView& c = ctr ? *ctr : kNone;
-  const uint64_t shares = c.resources.cpu_shares.value;
-  switch (e) {
-    case api::RUN_POD_SANDBOX:
-      remember_pod(pod);
-      break;
-    case api::STOP_POD_SANDBOX:
-      break;
-    case api::REMOVE_POD_SANDBOX: {
-      std::vector<std::string> ids;
-      store_.for_each_container_of(pod.uid, [&](const core::Container& k) { ids.push_back(k.id); });
-      for (const auto& id : ids) (void)store_.remove_container(id);
-      (void)store_.remove_pod(pod.uid);
-      break;
-    }
-    case api::POST_UPDATE_POD_SANDBOX:
-      remember_pod(pod);
-      if (actuator_ && !pod.cgroup_parent.empty()) actuator_->landed(std::string(pod.cgroup_parent));
-      break;
-    case api::POST_CREATE_CONTAINER:
-    case api::START_CONTAINER:
-      remember(pod.uid, c, false);
-      break;
-    case api::POST_START_CONTAINER:
-      remember(pod.uid, c, false);
-      if (opts_.readback)
-        opts_.readback->touch(std::string(c.id), shares);
-      else
-        read_back_container(std::string(c.id), shares);
-      break;
-    case api::POST_UPDATE_CONTAINER: {
-      remember(pod.uid, c, false);
-      if (actuator_) {
-        std::string path;
-        store_.with_container(c.id, [&](const core::Container& k) { path = k.cgroup_path; });
-        if (!path.empty()) actuator_->landed(path);
-      }
-      if (opts_.readback)
-        opts_.readback->touch(std::string(c.id), shares);
-      else
-        read_back_container(std::string(c.id), shares);
-      break;
-    }
-    case api::REMOVE_CONTAINER:
-      (void)store_.remove_container(c.id);
-      break;
-    default:
-      break;
-  }
+void NriAdapter::remove_pod(std::string_view uid) {
+  std::vector<std::string> ids;
+  store_.for_each_container_of(uid, [&](const core::Container& k) { ids.push_back(k.id); });
+  for (const auto& id : ids) (void)store_.remove_container(id);
+  (void)store_.remove_pod(uid);
+}
+
+void NriAdapter::refresh_actual(const pb::ContainerView& ctr) {
+  const uint64_t shares = ctr.resources.cpu_shares.value;
+  if (opts_.readback)
+    opts_.readback->touch(std::string(ctr.id), shares);
+  else
+    read_back_container(std::string(ctr.id), shares);
 }
 
 void NriAdapter::on_ready() {

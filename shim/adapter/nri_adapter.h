@@ -52,13 +52,7 @@ struct AdapterOptions {
   // The connection ended; will_retry is false for a pre-installed plugin,
   // whose runtime starts a new process instead of reconnecting.
   std::function<void(bool will_retry)> on_disconnect;
-  // Events podshim subscribes to (the stub keeps those the runtime knows).
-  uint32_t events = 0;  // 0 → kDefaultEvents
 };
-
-// Every lifecycle event podshim models (1..13: all but
-// ValidateContainerAdjustment, which podshim has no opinion on).
-inline constexpr uint32_t kDefaultEvents = 0x1FFF;
 
 // Containers whose cpu.weight a Synchronize reads at most to learn the
 // runtime's formula (weight_formula: auto); later starts and updates add more.
@@ -80,7 +74,7 @@ class NriAdapter : public nri::Handlers {
     actuator_ = actuator;
   }
 
-  Result<uint32_t> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
+  Result<void> configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) override;
   // Synchronize page by page: each page goes into the model as it arrives;
   // what the runtime no longer has is dropped after the last one.
   bool synchronize_by_page() const override { return true; }
@@ -88,26 +82,36 @@ class NriAdapter : public nri::Handlers {
                                    api::SynchronizeResponse* reply,
                                    std::function<void()>* after_reply) override;
 
-  // The requests as views into the received frame (no api:: objects).
-  Result<void> on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                   api::CreateContainerResponse* reply) override;
-  void on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                           const pb::LinuxResourcesView& resources,
-                           nri::Respond<api::UpdateContainerResponse> respond) override;
-  Result<void> on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                 api::StopContainerResponse* reply) override;
-  void on_update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
-                             std::string_view raw_request,
-                             nri::Respond<api::UpdatePodSandboxResponse> respond) override;
-  void on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) override;
-
   void on_ready() override;
   void on_connection_error(const Error& why, bool will_retry) override;
 
   const nri::RuntimeInfo& runtime() const { return runtime_; }
 
  private:
+  // Fills `events` (nri::Handlers): what podshimd handles is what it
+  // subscribes to.
+  void set_handlers();
+  // Sets the handler of E to `fn`, counting the event first.
+  template <api::Event E, typename F>
+  void handle(F fn) {
+    events.on<E>() = [this, fn = std::move(fn)](auto&&... a) {
+      count(E);
+      return fn(std::forward<decltype(a)>(a)...);
+    };
+  }
   void count(api::Event e);
+  // The event handlers that are more than a line (views into the request).
+  Result<void> create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                api::CreateContainerResponse* reply);
+  void update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                        const pb::LinuxResourcesView& resources,
+                        nri::Respond<api::UpdateContainerResponse> respond);
+  void update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
+                          nri::Respond<api::UpdatePodSandboxResponse> respond);
+  void remove_pod(std::string_view uid);
+  // After the runtime started or updated a container: reads its kernel
+  // values into its actual (through the read-back when there is one).
+  void refresh_actual(const pb::ContainerView& ctr);
   // Upserts the container, keeping what podshim knows that NRI does not
   // (conditions, generation, devices, labels); `take_resources` false keeps
   // the known desired/allocated (a new container always takes NRI's).

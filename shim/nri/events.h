@@ -23,14 +23,6 @@ constexpr uint32_t event_bit(api::Event e) { return 1u << (static_cast<int>(e) -
 inline constexpr uint32_t kValidEventsV02 = 0x7FF;
 inline constexpr uint32_t kValidEventsV10 = 0x3FFF;
 
-// Events whose reply carries something; every other event is observed only
-// and must always be answered with success (an error on StateChange fails
-// RunPodSandbox/StartContainer on ≤ v0.11 runtimes, verified).
-inline constexpr uint32_t kEventsWithReply =
-    event_bit(api::CREATE_CONTAINER) | event_bit(api::UPDATE_CONTAINER) |
-    event_bit(api::STOP_CONTAINER) | event_bit(api::UPDATE_POD_SANDBOX) |
-    event_bit(api::VALIDATE_CONTAINER_ADJUSTMENT);
-
 struct NriVersion {
   int major = 0, minor = 0, patch = 0;
   bool known = false;  // false for "", "0.0.0-unknown" and the like

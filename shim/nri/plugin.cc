@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "base/str.h"
 #include "base/guard.h"
@@ -16,112 +18,9 @@ namespace podshim::nri {
 
 // ---- Handlers defaults ------------------------------------------------------------
 
-Result<uint32_t> Handlers::configure(const api::ConfigureRequest&, const RuntimeInfo& rt) {
-  return rt.valid_events;
-}
+Result<void> Handlers::configure(const api::ConfigureRequest&, const RuntimeInfo&) { return {}; }
 Result<void> Handlers::synchronize(const api::SynchronizeRequest&, api::SynchronizeResponse*) {
   return {};
-}
-Result<void> Handlers::create_container(const api::PodSandbox&, const api::Container&,
-                                        api::CreateContainerResponse*) {
-  return {};
-}
-void Handlers::update_container(const api::PodSandbox&, const api::Container&,
-                                const api::LinuxResources&,
-                                Respond<api::UpdateContainerResponse> respond) {
-  respond(api::UpdateContainerResponse());
-}
-Result<void> Handlers::stop_container(const api::PodSandbox&, const api::Container&,
-                                      api::StopContainerResponse*) {
-  return {};
-}
-void Handlers::update_pod_sandbox(const api::UpdatePodSandboxRequest&,
-                                  Respond<api::UpdatePodSandboxResponse> respond) {
-  respond(api::UpdatePodSandboxResponse());
-}
-Result<void> Handlers::validate_container_adjustment(const api::ValidateContainerAdjustmentRequest&,
-                                                     api::ValidateContainerAdjustmentResponse*) {
-  return {};
-}
-void Handlers::run_pod_sandbox(const api::PodSandbox&) {}
-void Handlers::stop_pod_sandbox(const api::PodSandbox&) {}
-void Handlers::remove_pod_sandbox(const api::PodSandbox&) {}
-void Handlers::post_update_pod_sandbox(const api::PodSandbox&) {}
-void Handlers::post_create_container(const api::PodSandbox&, const api::Container&) {}
-void Handlers::start_container(const api::PodSandbox&, const api::Container&) {}
-void Handlers::post_start_container(const api::PodSandbox&, const api::Container&) {}
-void Handlers::post_update_container(const api::PodSandbox&, const api::Container&) {}
-void Handlers::remove_container(const api::PodSandbox&, const api::Container&) {}
-namespace {
-
-template <typename M>
-void materialize(std::string_view raw, M* m) {
-  // Already checked by the view decoder; libprotobuf is the lenient one.
-  (void)m->ParseFromArray(raw.data(), static_cast<int>(raw.size()));
-}
-
-}  // namespace
-
-Result<void> Handlers::on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                           api::CreateContainerResponse* reply) {
-  api::PodSandbox p;
-  api::Container c;
-  materialize(pod.raw, &p);
-  materialize(ctr.raw, &c);
-  return create_container(p, c, reply);
-}
-void Handlers::on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                   const pb::LinuxResourcesView& resources,
-                                   Respond<api::UpdateContainerResponse> respond) {
-  // The views are partial (decode_update_container): the rest is checked
-  // here as on every other request before libprotobuf, the lenient one,
-  // reads it.
-  pb::PodSandboxView full_pod;
-  pb::ContainerView full_ctr;
-  if (auto d = pb::decode_pod(pod.raw, &full_pod, 1); !d)
-    return respond(Unexpected(d.error().wrap("UpdateContainerRequest.pod")));
-  if (auto d = pb::decode_container(ctr.raw, &full_ctr, 1); !d)
-    return respond(Unexpected(d.error().wrap("UpdateContainerRequest.container")));
-  api::PodSandbox p;
-  api::Container c;
-  api::LinuxResources r;
-  materialize(pod.raw, &p);
-  materialize(ctr.raw, &c);
-  materialize(resources.raw, &r);
-  update_container(p, c, r, std::move(respond));
-}
-Result<void> Handlers::on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                         api::StopContainerResponse* reply) {
-  api::PodSandbox p;
-  api::Container c;
-  materialize(pod.raw, &p);
-  materialize(ctr.raw, &c);
-  return stop_container(p, c, reply);
-}
-void Handlers::on_update_pod_sandbox(const pb::PodSandboxView&, const pb::LinuxResourcesView&,
-                                     std::string_view raw_request,
-                                     Respond<api::UpdatePodSandboxResponse> respond) {
-  api::UpdatePodSandboxRequest r;
-  materialize(raw_request, &r);
-  update_pod_sandbox(r, std::move(respond));
-}
-void Handlers::on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr) {
-  api::PodSandbox p;
-  api::Container c;
-  materialize(pod.raw, &p);
-  if (ctr) materialize(ctr->raw, &c);
-  switch (e) {
-    case api::RUN_POD_SANDBOX: run_pod_sandbox(p); break;
-    case api::STOP_POD_SANDBOX: stop_pod_sandbox(p); break;
-    case api::REMOVE_POD_SANDBOX: remove_pod_sandbox(p); break;
-    case api::POST_UPDATE_POD_SANDBOX: post_update_pod_sandbox(p); break;
-    case api::POST_CREATE_CONTAINER: post_create_container(p, c); break;
-    case api::START_CONTAINER: start_container(p, c); break;
-    case api::POST_START_CONTAINER: post_start_container(p, c); break;
-    case api::POST_UPDATE_CONTAINER: post_update_container(p, c); break;
-    case api::REMOVE_CONTAINER: remove_container(p, c); break;
-    default: break;
-  }
 }
 Result<void> Handlers::on_synchronize_page(const pb::SynchronizeView&, bool, api::SynchronizeResponse*,
                                            std::function<void()>*) {
@@ -214,6 +113,8 @@ const TransportStats* Plugin::transport_stats() const {
 }
 
 Result<void> Plugin::start() {
+  // As pkg/stub's setupHandlers: a plugin that handles nothing is a bug.
+  if (handlers_.events.mask() == 0) return fail(EINVAL, "NRI plugin handles no event");
   PODSHIM_TRY(check_plugin_index(opts_.index));
   // Only external plugins pick their own name; the runtime checks it.
   if (opts_.socket_fd < 0) PODSHIM_TRY(check_plugin_name(opts_.name));
@@ -408,22 +309,22 @@ void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) 
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_update_container(req.payload, &r); !d)
       return respond(bad_payload(m, d.error()));
+    const auto* h = subscribed<api::UPDATE_CONTAINER>();
+    if (!h) return respond(reply(api::UpdateContainerResponse()));
     with_deadline(std::move(respond), m, [&](Transport::Responder later) {
-      handlers_.on_update_container(r.pod, r.container, r.linux_resources,
-                                    [later = std::move(later)](Result<api::UpdateContainerResponse> out) {
-                                      later(to_call_result(out));
-                                    });
+      (*h)(r.pod, r.container, r.linux_resources,
+           [later = std::move(later)](Result<api::UpdateContainerResponse> out) { later(to_call_result(out)); });
     });
     return;
   }
   if (m == "UpdatePodSandbox") {
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_pod_sandbox_update(req.payload, &r); !d) return respond(bad_payload(m, d.error()));
+    const auto* h = subscribed<api::UPDATE_POD_SANDBOX>();
+    if (!h) return respond(reply(api::UpdatePodSandboxResponse()));
     with_deadline(std::move(respond), m, [&](Transport::Responder later) {
-      handlers_.on_update_pod_sandbox(r.pod, r.linux_resources, req.payload,
-                                      [later = std::move(later)](Result<api::UpdatePodSandboxResponse> out) {
-                                        later(to_call_result(out));
-                                      });
+      (*h)(r.pod, r.linux_resources, req.payload,
+           [later = std::move(later)](Result<api::UpdatePodSandboxResponse> out) { later(to_call_result(out)); });
     });
     return;
   }
@@ -444,25 +345,46 @@ void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) 
 
 namespace {
 
-// v0.12 dedicated RPCs of observed-only events: {pod} or {pod, container}.
-struct Observed {
-  std::string_view method;
-  api::Event event;
-  bool container;
-};
-constexpr Observed kObserved[] = {
-    {"RunPodSandbox", api::RUN_POD_SANDBOX, false},
-    {"StopPodSandbox", api::STOP_POD_SANDBOX, false},
-    {"RemovePodSandbox", api::REMOVE_POD_SANDBOX, false},
-    {"PostUpdatePodSandbox", api::POST_UPDATE_POD_SANDBOX, false},
-    {"PostCreateContainer", api::POST_CREATE_CONTAINER, true},
-    {"StartContainer", api::START_CONTAINER, true},
-    {"PostStartContainer", api::POST_START_CONTAINER, true},
-    {"PostUpdateContainer", api::POST_UPDATE_CONTAINER, true},
-    {"RemoveContainer", api::REMOVE_CONTAINER, true},
-};
+// An observed-only event: its handler is a PodEventFn or a ContainerEventFn.
+template <typename Entry>
+constexpr bool kPodEntry = std::is_same_v<decltype(Entry::fn), std::function<PodEventFn>>;
+template <typename Entry>
+constexpr bool kContainerEntry = std::is_same_v<decltype(Entry::fn), std::function<ContainerEventFn>>;
+template <typename Entry>
+constexpr bool kObservedEntry = kPodEntry<Entry> || kContainerEntry<Entry>;
+
+// The observed-only event whose dedicated RPC (v0.12) is `method`, if any.
+std::optional<api::Event> observed_event(const EventHandlers& table, std::string_view method) {
+  std::optional<api::Event> found;
+  table.for_each([&](const auto& entry) {
+    if constexpr (kObservedEntry<std::decay_t<decltype(entry)>>)
+      if (event_name(entry.event) == method) found = entry.event;
+  });
+  return found;
+}
 
 }  // namespace
+
+void Plugin::observe(int32_t event, const pb::PodSandboxView& pod, const pb::ContainerView& ctr) {
+  handlers_.events.for_each([&](const auto& entry) {
+    using Entry = std::decay_t<decltype(entry)>;
+    if (entry.event != event || !entry.fn || !(events_ & event_bit(entry.event))) return;
+    if constexpr (kPodEntry<Entry>)
+      entry.fn(pod);
+    else if constexpr (kContainerEntry<Entry>)
+      entry.fn(pod, ctr);
+  });
+}
+
+template <api::Event E, typename Response>
+CallResult Plugin::pod_container_call(const pb::RequestView& req, const char* what) {
+  pb::PodContainerRequestView r;
+  if (auto d = pb::decode_pod_container_request(req.payload, &r, what); !d) return bad_payload(req.method, d.error());
+  Response out;
+  if (const auto* h = subscribed<E>())
+    if (auto res = (*h)(r.pod, r.container, &out); !res) return error_reply(res.error());
+  return reply(out);
+}
 
 CallResult Plugin::dispatch_now(const pb::RequestView& req) {
   const std::string_view m = req.method;
@@ -471,36 +393,24 @@ CallResult Plugin::dispatch_now(const pb::RequestView& req) {
   if (m == "Configure") return do_configure(p);
   if (m == "StateChange") return do_state_change(p);
   if (m == "Shutdown") return empty_reply();
-  if (m == "CreateContainer") {
-    pb::PodContainerRequestView r;
-    if (auto d = pb::decode_pod_container_request(p, &r, "CreateContainerRequest"); !d)
-      return bad_payload(m, d.error());
-    api::CreateContainerResponse out;
-    if (auto h = handlers_.on_create_container(r.pod, r.container, &out); !h) return error_reply(h.error());
-    return reply(out);
-  }
-  if (m == "StopContainer") {
-    pb::PodContainerRequestView r;
-    if (auto d = pb::decode_pod_container_request(p, &r, "StopContainerRequest"); !d)
-      return bad_payload(m, d.error());
-    api::StopContainerResponse out;
-    if (auto h = handlers_.on_stop_container(r.pod, r.container, &out); !h) return error_reply(h.error());
-    return reply(out);
-  }
+  if (m == "CreateContainer")
+    return pod_container_call<api::CREATE_CONTAINER, api::CreateContainerResponse>(req, "CreateContainerRequest");
+  if (m == "StopContainer")
+    return pod_container_call<api::STOP_CONTAINER, api::StopContainerResponse>(req, "StopContainerRequest");
   if (m == "ValidateContainerAdjustment") {
     api::ValidateContainerAdjustmentRequest r;
     if (!parse(p, &r)) return bad_payload(m);
     api::ValidateContainerAdjustmentResponse out;
-    if (auto h = handlers_.validate_container_adjustment(r, &out); !h) return error_reply(h.error());
+    if (const auto* h = subscribed<api::VALIDATE_CONTAINER_ADJUSTMENT>())
+      if (auto res = (*h)(r, &out); !res) return error_reply(res.error());
     return reply(out);
   }
   // Answered with success whatever the handler does.
-  for (const Observed& o : kObserved) {
-    if (m != o.method) continue;
+  if (auto e = observed_event(handlers_.events, m)) {
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_pod_container_request(p, &r, "observed event request"); !d)
       return bad_payload(m, d.error());
-    handlers_.on_observed(o.event, r.pod, o.container ? &r.container : nullptr);
+    observe(*e, r.pod, r.container);
     return empty_reply();
   }
   // ttrpc services.go wording, so the v0.12 runtime's fallback recognises it.
@@ -511,13 +421,14 @@ CallResult Plugin::do_configure(std::string_view payload) {
   api::ConfigureRequest req;
   if (!parse(payload, &req)) return bad_payload("Configure");
   runtime_ = runtime_info(req);
-  auto want = handlers_.configure(req, runtime_);
-  if (!want) return error_reply(want.error());
-  const uint32_t mask = *want & runtime_.valid_events;
+  if (auto ok = handlers_.configure(req, runtime_); !ok) return error_reply(ok.error());
+  // What the plugin handles, less what this runtime's version does not know.
+  const uint32_t handled = handlers_.events.mask();
+  const uint32_t mask = handled & runtime_.valid_events;
   if (mask == 0) {
     // 0 would mean "everything" to the runtime: refuse instead.
-    return {{code::kUnknown, fmt::format("plugin subscribes to no event valid for this runtime "
-                                         "(wanted 0x{:x}, valid 0x{:x})", *want,
+    return {{code::kUnknown, fmt::format("plugin handles no event valid for this runtime "
+                                         "(handles 0x{:x}, valid 0x{:x})", handled,
                                          runtime_.valid_events)}, {}};
   }
   events_ = mask;
@@ -576,22 +487,9 @@ CallResult Plugin::do_state_change(std::string_view payload) {
   pb::StateChangeView ev;
   // Never an error for an observed event, even an undecodable one.
   if (!pb::decode_state_change(payload, &ev)) return empty_reply();
-  switch (ev.event) {
-    case api::RUN_POD_SANDBOX:
-    case api::STOP_POD_SANDBOX:
-    case api::REMOVE_POD_SANDBOX:
-    case api::POST_UPDATE_POD_SANDBOX:
-      handlers_.on_observed(static_cast<api::Event>(ev.event), ev.pod, nullptr);
-      break;
-    case api::POST_CREATE_CONTAINER:
-    case api::START_CONTAINER:
-    case api::POST_START_CONTAINER:
-    case api::POST_UPDATE_CONTAINER:
-    case api::REMOVE_CONTAINER:
-      handlers_.on_observed(static_cast<api::Event>(ev.event), ev.pod, &ev.container);
-      break;
-    default: break;  // not a StateChange event; ignore
-  }
+  // A pod event's handler takes no container; an event that is not an
+  // observed one (or unknown) finds no handler and is ignored.
+  observe(ev.event, ev.pod, ev.container);
   return empty_reply();
 }
 

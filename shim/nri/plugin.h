@@ -1,14 +1,15 @@
 // The NRI plugin stub: connects (or adopts the pre-installed socket),
-// registers, answers Configure with an explicit event mask, hands paged
-// Synchronize requests over page by page (or collected, for handlers that
-// want them at once) and dispatches every lifecycle event to a Handlers
-// object, in the shape of containerd/nri pkg/stub but on sd-event.
+// registers, answers Configure with the mask of the events its Handlers
+// handle, hands paged Synchronize requests over page by page (or collected,
+// for handlers that want them at once) and dispatches every lifecycle event
+// to the handler set for it, in the shape of containerd/nri pkg/stub but on
+// sd-event.
 //
-// Handlers see the requests either as views into the received frame
-// (shim/nri/pbview.h: no allocation, what the daemon uses) or, by default,
-// as libprotobuf messages materialized from those views; mapping them onto
-// podshim's model of pods and containers is the daemon's job. Adjustments
-// and updates are returned through reply messages, never applied in place.
+// Handlers see the requests as views into the received frame
+// (shim/nri/pbview.h: no allocation, no libprotobuf objects); mapping them
+// onto podshim's model of pods and containers is the daemon's job.
+// Adjustments and updates are returned through reply messages, never
+// applied in place.
 //
 // Everything runs on the caller's sd-event loop, single-threaded; handlers
 // are called from it and must never block it. Work that takes time (a
@@ -26,6 +27,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -81,68 +85,129 @@ Result<bool> apply_preinstalled_environment(PluginOptions* opts,
 template <typename T>
 using Respond = std::function<void(Result<T> reply)>;
 
-// One virtual per event, each a no-op by default (pkg/stub's interfaces).
+// ---- Event handlers: one table, one entry per NRI event ----------------------
+//
+// containerd/nri's Go stub (pkg/stub/stub.go, setupHandlers) subscribes a
+// plugin to exactly the events whose handler interface it implements. C++
+// cannot ask whether a virtual is overridden, so here a handler is a table
+// entry that is set: the table below declares every event once, with its
+// handler's signature, and the mask Configure sends is the set of entries a
+// plugin filled (EventHandlers::mask). An entry left empty is neither
+// subscribed to nor called; the stub calls an entry only for events the
+// runtime accepted in the mask. Views are valid only during the call.
+
+// The handler of NRI event E: empty when the plugin does not handle E.
+template <api::Event E, typename Fn>
+struct On {
+  static constexpr api::Event event = E;
+  std::function<Fn> fn;
+};
+
+// Observed-only events (RunPodSandbox … RemoveContainer, by dedicated RPC or
+// StateChange): always answered with success, so they return nothing (an
+// error on StateChange fails RunPodSandbox/StartContainer on runtimes up to
+// v0.11, verified). The handlers of the other events have a reply.
+using PodEventFn = void(const pb::PodSandboxView& pod);
+using ContainerEventFn = void(const pb::PodSandboxView& pod, const pb::ContainerView& ctr);
+
+// Events with a reply. An error goes back to the runtime as status Unknown
+// with the error's message: the runtime reports it (e.g. the CRI
+// UpdateContainerResources call fails) and keeps the plugin. UpdateContainer
+// and UpdatePodSandbox answer through `respond`, now or later; their pod and
+// container views are `partial` (pbview.h decode_update_container).
+using CreateContainerFn = Result<void>(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                       api::CreateContainerResponse* reply);
+using UpdateContainerFn = void(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                               const pb::LinuxResourcesView& resources,
+                               Respond<api::UpdateContainerResponse> respond);
+using StopContainerFn = Result<void>(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
+                                     api::StopContainerResponse* reply);
+using UpdatePodSandboxFn = void(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
+                                std::string_view raw_request, Respond<api::UpdatePodSandboxResponse> respond);
+// Set reply->reject/reason to refuse.
+using ValidateAdjustmentFn = Result<void>(const api::ValidateContainerAdjustmentRequest& req,
+                                          api::ValidateContainerAdjustmentResponse* reply);
+
+using EventTable = std::tuple<
+    On<api::RUN_POD_SANDBOX, PodEventFn>,
+    On<api::STOP_POD_SANDBOX, PodEventFn>,
+    On<api::REMOVE_POD_SANDBOX, PodEventFn>,
+    On<api::CREATE_CONTAINER, CreateContainerFn>,
+    On<api::POST_CREATE_CONTAINER, ContainerEventFn>,
+    On<api::START_CONTAINER, ContainerEventFn>,
+    On<api::POST_START_CONTAINER, ContainerEventFn>,
+    On<api::UPDATE_CONTAINER, UpdateContainerFn>,
+    On<api::POST_UPDATE_CONTAINER, ContainerEventFn>,
+    On<api::STOP_CONTAINER, StopContainerFn>,
+    On<api::REMOVE_CONTAINER, ContainerEventFn>,
+    On<api::UPDATE_POD_SANDBOX, UpdatePodSandboxFn>,
+    On<api::POST_UPDATE_POD_SANDBOX, PodEventFn>,
+    On<api::VALIDATE_CONTAINER_ADJUSTMENT, ValidateAdjustmentFn>>;
+
+namespace detail {
+template <size_t... I>
+constexpr uint32_t table_bits(std::index_sequence<I...>) {
+  return (event_bit(std::tuple_element_t<I, EventTable>::event) | ... | 0u);
+}
+inline constexpr size_t kTableSize = std::tuple_size_v<EventTable>;
+template <api::Event E, size_t I = 0>
+constexpr size_t table_index() {
+  if constexpr (I == kTableSize) {
+    static_assert(I != kTableSize, "event not in the NRI event table");
+    return I;
+  } else if constexpr (std::tuple_element_t<I, EventTable>::event == E) {
+    return I;
+  } else {
+    return table_index<E, I + 1>();
+  }
+}
+}  // namespace detail
+
+// Every event a v0.10+ runtime may send, each in the table exactly once.
+static_assert(detail::kTableSize == 14 &&
+              detail::table_bits(std::make_index_sequence<detail::kTableSize>()) == kValidEventsV10);
+
+class EventHandlers {
+ public:
+  // The handler of E, to set or to call (a compile error for no such event).
+  template <api::Event E>
+  auto& on() { return std::get<detail::table_index<E>()>(table_).fn; }
+  template <api::Event E>
+  const auto& on() const { return std::get<detail::table_index<E>()>(table_).fn; }
+  // The events whose handler is set: what the plugin subscribes to.
+  uint32_t mask() const {
+    return std::apply([](const auto&... e) { return ((e.fn ? event_bit(e.event) : 0u) | ... | 0u); }, table_);
+  }
+  // f(entry) for every entry (each an On<E, Fn>).
+  template <typename F>
+  void for_each(F&& f) const {
+    std::apply([&](const auto&... e) { (f(e), ...); }, table_);
+  }
+
+ private:
+  EventTable table_;
+};
+
+// The plugin: its event handlers and its connection life. Not copyable:
+// handlers capture the object they belong to.
 class Handlers {
  public:
+  Handlers() = default;
+  Handlers(const Handlers&) = delete;
+  Handlers& operator=(const Handlers&) = delete;
   virtual ~Handlers() = default;
 
-  // The event mask to subscribe to; the stub keeps only the bits the
-  // runtime's version allows and never sends 0. `req.config()` carries the
-  // conf.d drop-in of a pre-installed plugin. An error fails Configure.
-  virtual Result<uint32_t> configure(const api::ConfigureRequest& req, const RuntimeInfo& rt);
+  // Filled by the plugin before Plugin::start (which refuses a plugin that
+  // handles no event); Configure subscribes to exactly the events set here
+  // that the runtime's version allows.
+  EventHandlers events;
+
+  // `req.config()` carries the conf.d drop-in of a pre-installed plugin. An
+  // error fails Configure.
+  virtual Result<void> configure(const api::ConfigureRequest& req, const RuntimeInfo& rt);
   // All pages of a (possibly paged) Synchronize, concatenated.
   virtual Result<void> synchronize(const api::SynchronizeRequest& all,
                                    api::SynchronizeResponse* reply);
-
-  // Events with a reply. An error goes back to the runtime as status
-  // Unknown with the error's message: the runtime reports it (e.g. the CRI
-  // UpdateContainerResources call fails) and keeps the plugin.
-  virtual Result<void> create_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                        api::CreateContainerResponse* reply);
-  // UpdateContainer and UpdatePodSandbox answer through `respond`, now or
-  // later (references to the request are valid only during the call).
-  virtual void update_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                const api::LinuxResources& resources,
-                                Respond<api::UpdateContainerResponse> respond);
-  virtual Result<void> stop_container(const api::PodSandbox& pod, const api::Container& ctr,
-                                      api::StopContainerResponse* reply);
-  virtual void update_pod_sandbox(const api::UpdatePodSandboxRequest& req,
-                                  Respond<api::UpdatePodSandboxResponse> respond);
-  // Subscribe to VALIDATE_CONTAINER_ADJUSTMENT to be asked; set
-  // reply->reject/reason to refuse.
-  virtual Result<void> validate_container_adjustment(
-      const api::ValidateContainerAdjustmentRequest& req,
-      api::ValidateContainerAdjustmentResponse* reply);
-
-  // Observed-only events: always answered with success, so they return
-  // nothing (an error here would fail pod or container start on old runtimes).
-  virtual void run_pod_sandbox(const api::PodSandbox& pod);
-  virtual void stop_pod_sandbox(const api::PodSandbox& pod);
-  virtual void remove_pod_sandbox(const api::PodSandbox& pod);
-  virtual void post_update_pod_sandbox(const api::PodSandbox& pod);
-  virtual void post_create_container(const api::PodSandbox& pod, const api::Container& ctr);
-  virtual void start_container(const api::PodSandbox& pod, const api::Container& ctr);
-  virtual void post_start_container(const api::PodSandbox& pod, const api::Container& ctr);
-  virtual void post_update_container(const api::PodSandbox& pod, const api::Container& ctr);
-  virtual void remove_container(const api::PodSandbox& pod, const api::Container& ctr);
-
-  // ---- The zero-copy interface the stub calls. Views are valid only
-  // during the call. Each default parses the view's bytes into the api::
-  // messages and calls the virtual above, so a handler overrides one or
-  // the other.
-  virtual Result<void> on_create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                           api::CreateContainerResponse* reply);
-  virtual void on_update_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                   const pb::LinuxResourcesView& resources,
-                                   Respond<api::UpdateContainerResponse> respond);
-  virtual Result<void> on_stop_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
-                                         api::StopContainerResponse* reply);
-  virtual void on_update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
-                                     std::string_view raw_request,
-                                     Respond<api::UpdatePodSandboxResponse> respond);
-  // Observed-only events (RunPodSandbox … RemoveContainer, dedicated RPC or
-  // StateChange): `ctr` is null for pod events.
-  virtual void on_observed(api::Event e, const pb::PodSandboxView& pod, const pb::ContainerView* ctr);
   // Synchronize page by page, when synchronize_by_page() says so: each page
   // as it arrives (`first` on the first of a sync, page.more false on the
   // last, when `reply` may carry updates; it is ignored on the others).
@@ -213,6 +278,19 @@ class Plugin {
   CallResult do_configure(std::string_view payload);
   CallResult do_synchronize(std::string_view payload, std::function<void()>* after_reply);
   CallResult do_state_change(std::string_view payload);
+  // The handler of E when this connection subscribed to E (Configure), else
+  // null: an event never subscribed to is never handled.
+  template <api::Event E>
+  const auto* subscribed() const {
+    const auto& fn = handlers_.events.template on<E>();
+    return (events_ & event_bit(E)) && fn ? &fn : nullptr;
+  }
+  // CreateContainer and StopContainer: {pod, container} in, a Response out.
+  template <api::Event E, typename Response>
+  CallResult pod_container_call(const pb::RequestView& req, const char* what);
+  // An observed-only event, by dedicated RPC or StateChange (the number as
+  // sent: any other finds no handler).
+  void observe(int32_t event, const pb::PodSandboxView& pod, const pb::ContainerView& ctr);
 
   sd_event* loop_;
   Handlers& handlers_;

@@ -44,38 +44,23 @@ constexpr const char* kMethods[] = {
 };
 constexpr size_t kMethodCount = sizeof(kMethods) / sizeof(kMethods[0]);
 
-// Forwards to an adapter that is replaced for every input (the zero-copy
-// entry points the stub calls; see shim/nri/plugin.h).
+// Forwards to an adapter that is replaced for every input: its event
+// handlers are taken over with it (set_inner), so the plugin subscribes to
+// and calls exactly what podshimd does.
 class Forwarder : public Handlers {
  public:
   std::unique_ptr<adapter::NriAdapter> inner;
-  Result<uint32_t> configure(const api::ConfigureRequest& r, const RuntimeInfo& rt) override {
+  void set_inner(std::unique_ptr<adapter::NriAdapter> a) {
+    inner = std::move(a);
+    events = inner->events;
+  }
+  Result<void> configure(const api::ConfigureRequest& r, const RuntimeInfo& rt) override {
     return inner->configure(r, rt);
   }
   bool synchronize_by_page() const override { return true; }
   Result<void> on_synchronize_page(const pb::SynchronizeView& page, bool first, api::SynchronizeResponse* o,
                                    std::function<void()>* after_reply) override {
     return inner->on_synchronize_page(page, first, o, after_reply);
-  }
-  Result<void> on_create_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
-                                   api::CreateContainerResponse* o) override {
-    return inner->on_create_container(p, c, o);
-  }
-  void on_update_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
-                           const pb::LinuxResourcesView& r,
-                           podshim::nri::Respond<api::UpdateContainerResponse> o) override {
-    inner->on_update_container(p, c, r, std::move(o));
-  }
-  Result<void> on_stop_container(const pb::PodSandboxView& p, const pb::ContainerView& c,
-                                 api::StopContainerResponse* o) override {
-    return inner->on_stop_container(p, c, o);
-  }
-  void on_update_pod_sandbox(const pb::PodSandboxView& p, const pb::LinuxResourcesView& r, std::string_view raw,
-                             podshim::nri::Respond<api::UpdatePodSandboxResponse> o) override {
-    inner->on_update_pod_sandbox(p, r, raw, std::move(o));
-  }
-  void on_observed(api::Event e, const pb::PodSandboxView& p, const pb::ContainerView* c) override {
-    inner->on_observed(e, p, c);
   }
 };
 
@@ -110,9 +95,8 @@ void connect() {
   po.socket_fd = fd->release();
   po.reconnect = false;
   w.store = core::Store::in_memory();
-  w.handlers.inner = std::make_unique<adapter::NriAdapter>(*w.store, w.engine.get(),
-                                                          w.registry.get(), nullptr,
-                                                          adapter::AdapterOptions{});
+  w.handlers.set_inner(std::make_unique<adapter::NriAdapter>(*w.store, w.engine.get(), w.registry.get(), nullptr,
+                                                            adapter::AdapterOptions{}));
   w.plugin = std::make_unique<Plugin>(w.loop, w.handlers, po);
   if (!w.plugin->start()) __builtin_trap();
   bool synced = false;
@@ -163,9 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   World& w = *world;
   w.store = core::Store::in_memory();
-  w.handlers.inner = std::make_unique<adapter::NriAdapter>(*w.store, w.engine.get(),
-                                                          w.registry.get(), nullptr,
-                                                          adapter::AdapterOptions{});
+  w.handlers.set_inner(std::make_unique<adapter::NriAdapter>(*w.store, w.engine.get(), w.registry.get(), nullptr,
+                                                            adapter::AdapterOptions{}));
   bool done = false;
   CallResult got;
   w.sim->call(method, std::move(payload), [&](CallResult r) {

@@ -356,6 +356,9 @@ std::string resize_body(const std::string& cpu, const std::string& memory) {
 
 class RecordingHandlers : public nri::Handlers {
  public:
+  // A plugin must handle some event (Plugin::start); this one takes
+  // RunPodSandbox and ignores it.
+  RecordingHandlers() { events.on<nri::api::RUN_POD_SANDBOX>() = [](const nri::pb::PodSandboxView&) {}; }
   std::vector<std::string> errors;
   void on_connection_error(const Error& why, bool) override { errors.push_back(why.message); }
 };

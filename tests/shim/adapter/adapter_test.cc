@@ -1100,6 +1100,23 @@ TEST_F(AdapterE2E, CdiItemsExactlyOnceByFieldOrAnnotationRuntimeCdiOnOrOff) {
   }
 }
 
+// podshimd subscribes to exactly the events it handles: each one it
+// subscribed to reaches its handler (and is counted), each other one,
+// even sent regardless, reaches none. ValidateContainerAdjustment is the
+// one it leaves out (set_handlers).
+TEST_F(AdapterE2E, WhatPodshimdSubscribesToIsWhatItHandles) {
+  const uint32_t left_out = nri::event_bit(api::VALIDATE_CONTAINER_ADJUSTMENT);
+  EXPECT_EQ(adapter_->events.mask(), nri::kValidEventsV10 & ~left_out);
+  EXPECT_EQ(sim_->plugin().events, adapter_->events.mask()) << "the runtime here accepts every event";
+  for (int i = api::RUN_POD_SANDBOX; i <= api::VALIDATE_CONTAINER_ADJUSTMENT; ++i) {
+    const auto e = static_cast<api::Event>(i);
+    SCOPED_TRACE(nri::event_name(e));
+    for (const auto& st : nri::test::send_regardless(loop_, *sim_, e, p_, c1_)) EXPECT_TRUE(st.ok()) << st.message;
+    const bool counted = metrics_.nri_events.value({{"event", std::string(nri::event_name(e))}}) > 0;
+    EXPECT_EQ(counted, (sim_->plugin().events & nri::event_bit(e)) != 0);
+  }
+}
+
 TEST_F(AdapterE2E, RemoveEventsClearTheModel) {
   std::optional<nri::Status> st;
   sim_->observe(api::REMOVE_CONTAINER, p_, &c1_, [&](nri::Status s) { st = s; });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
@@ -50,14 +51,14 @@ class NriIntegration : public ::testing::Test {
     ASSERT_TRUE(plugin_->start());
   }
 
-  void start_socketpair() {
+  void start_socketpair(Handlers* h = nullptr) {
     auto fd = sim_->socketpair();
     ASSERT_TRUE(fd) << fd.error().message;
     PluginOptions po;
     po.socket_fd = fd->release();
     po.name = "10-podshim";
     po.index = "10";
-    plugin_ = std::make_unique<Plugin>(loop_, h_, po);
+    plugin_ = std::make_unique<Plugin>(loop_, h ? *h : h_, po);
     ASSERT_TRUE(plugin_->start());
   }
 
@@ -158,7 +159,7 @@ TEST_F(NriIntegration, HandshakeOverUnixSocketV012) {
 TEST_F(NriIntegration, HandshakeOverSocketpairOldRuntimesGetOldMask) {
   for (int minor : {2, 4, 8}) {
     SCOPED_TRACE(minor);
-    h_ = RecordingHandlers();
+    h_.forget();
     make_sim(minor, "v1.7.27");
     start_socketpair();
     ASSERT_TRUE(wait_synced());
@@ -278,6 +279,72 @@ TEST_F(NriIntegration, EveryEventV08StateChange) {
       "PostStartContainer", "UpdateContainer", "PostUpdateContainer", "StopContainer",
       "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"};
   EXPECT_EQ(h_.calls, want);
+}
+
+// Each handler of the table alone subscribes to its event alone.
+TEST(NriEventTable, EachHandlerIsExactlyItsEventsBit) {
+  EXPECT_EQ(EventHandlers().mask(), 0u);
+  EventHandlers().for_each([](const auto& entry) {
+    using Entry = std::decay_t<decltype(entry)>;
+    using R = typename decltype(Entry::fn)::result_type;
+    EventHandlers one;
+    one.on<Entry::event>() = [](auto&&...) { return R(); };
+    EXPECT_EQ(one.mask(), event_bit(Entry::event)) << event_name(Entry::event);
+  });
+}
+
+// A plugin subscribes to exactly what it handles (less what the runtime's
+// version does not know: UpdatePodSandbox before v0.10), and an event it did
+// not subscribe to reaches no handler, however the runtime sends it; one
+// that handles nothing does not start (pkg/stub refuses it too).
+TEST_F(NriIntegration, APluginSubscribesToExactlyTheEventsItHandles) {
+  struct Two : Handlers {
+    std::vector<std::string> seen;
+    Two() {
+      events.on<api::CREATE_CONTAINER>() = [this](const pb::PodSandboxView&, const pb::ContainerView& c,
+                                                  api::CreateContainerResponse*) -> Result<void> {
+        seen.emplace_back(c.id);
+        return {};
+      };
+      events.on<api::UPDATE_POD_SANDBOX>() = [this](const pb::PodSandboxView& p, const pb::LinuxResourcesView&,
+                                                    std::string_view, Respond<api::UpdatePodSandboxResponse> r) {
+        seen.emplace_back(p.id);
+        r(api::UpdatePodSandboxResponse());
+      };
+    }
+  } two;
+  EXPECT_EQ(two.events.mask(), event_bit(api::CREATE_CONTAINER) | event_bit(api::UPDATE_POD_SANDBOX));
+  for (int minor : {8, 12}) {
+    SCOPED_TRACE(minor);
+    two.seen.clear();
+    make_sim(minor, "v2.0.0");
+    start_socketpair(&two);
+    ASSERT_TRUE(wait_synced());
+    const auto pod = make_pod(3);
+    const auto ctr = make_container(pod, 3);
+    std::vector<std::string> want = {ctr.id()};
+    uint32_t mask = event_bit(api::CREATE_CONTAINER);
+    if (minor >= 10) {
+      want.push_back(pod.id());
+      mask |= event_bit(api::UPDATE_POD_SANDBOX);
+    }
+    EXPECT_EQ(sim_->plugin().events, mask);
+    for (int e = api::RUN_POD_SANDBOX; e <= api::VALIDATE_CONTAINER_ADJUSTMENT; ++e) {
+      SCOPED_TRACE(event_name(static_cast<api::Event>(e)));
+      for (const auto& st : send_regardless(loop_, *sim_, static_cast<api::Event>(e), pod, ctr))
+        EXPECT_TRUE(st.ok()) << st.message;
+    }
+    EXPECT_EQ(two.seen, want);
+    plugin_.reset();
+  }
+
+  Handlers none;
+  PluginOptions po;
+  po.socket_path = socket_path_;
+  Plugin idle(loop_, none, po);
+  auto r = idle.start();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "NRI plugin handles no event");
 }
 
 TEST_F(NriIntegration, UpdateErrorGoesBackAsUnknownAndPluginStays) {

@@ -94,7 +94,6 @@ void replay(const std::string& file, RecordingHandlers& h, Replayed& out) {
 void check_replay(const std::string& file, uint32_t valid) {
   SCOPED_TRACE(file);
   RecordingHandlers h;
-  h.want = kValidEventsV10;
   Replayed r;
   replay(file, h, r);
   EXPECT_LE(r.max_frame, kMaxMuxPayloadOut);

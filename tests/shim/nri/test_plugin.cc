@@ -16,16 +16,18 @@ namespace {
 struct TestPlugin : Handlers {
   sd_event* loop;
   size_t synced = 0;
-  explicit TestPlugin(sd_event* l) : loop(l) {}
+  explicit TestPlugin(sd_event* l) : loop(l) {
+    // The one event it handles, so the one it subscribes to.
+    events.on<api::CREATE_CONTAINER>() = [this](const pb::PodSandboxView&, const pb::ContainerView&,
+                                                api::CreateContainerResponse* r) -> podshim::Result<void> {
+      auto& ann = *r->mutable_adjust()->mutable_annotations();
+      ann["podshim.test/path"] = getenv("PATH") ? "set" : "unset";
+      ann["podshim.test/synced"] = std::to_string(synced);
+      return {};
+    };
+  }
   podshim::Result<void> synchronize(const api::SynchronizeRequest& all, api::SynchronizeResponse*) override {
     synced = static_cast<size_t>(all.containers_size());
-    return {};
-  }
-  podshim::Result<void> create_container(const api::PodSandbox&, const api::Container&,
-                                         api::CreateContainerResponse* r) override {
-    auto& ann = *r->mutable_adjust()->mutable_annotations();
-    ann["podshim.test/path"] = getenv("PATH") ? "set" : "unset";
-    ann["podshim.test/synced"] = std::to_string(synced);
     return {};
   }
   void on_connection_error(const podshim::Error&, bool will_retry) override {
