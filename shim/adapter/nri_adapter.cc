@@ -27,13 +27,14 @@ NriAdapter::NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry
 }
 
 // Every event podshimd subscribes to, and what it does with it. Not here, so
-// not subscribed to: ValidateContainerAdjustment (podshimd has no opinion on
-// other plugins' adjustments).
+// not subscribed to: StopPodSandbox (its containers' StopContainer and the
+// pod's RemovePodSandbox carry all podshimd keeps) and
+// ValidateContainerAdjustment (podshimd has no opinion on other plugins'
+// adjustments).
 void NriAdapter::set_handlers() {
   using P = const pb::PodSandboxView&;
   using C = const pb::ContainerView&;
   handle<api::RUN_POD_SANDBOX>([this](P pod) { remember_pod(pod); });
-  handle<api::STOP_POD_SANDBOX>([](P) {});
   handle<api::REMOVE_POD_SANDBOX>([this](P pod) { remove_pod(pod.uid); });
   handle<api::UPDATE_POD_SANDBOX>([this](P pod, const pb::LinuxResourcesView& res, std::string_view,
                                          nri::Respond<api::UpdatePodSandboxResponse> respond) {

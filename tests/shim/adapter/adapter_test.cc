@@ -1102,10 +1102,11 @@ TEST_F(AdapterE2E, CdiItemsExactlyOnceByFieldOrAnnotationRuntimeCdiOnOrOff) {
 
 // podshimd subscribes to exactly the events it handles: each one it
 // subscribed to reaches its handler (and is counted), each other one,
-// even sent regardless, reaches none. ValidateContainerAdjustment is the
-// one it leaves out (set_handlers).
+// even sent regardless, reaches none. StopPodSandbox and
+// ValidateContainerAdjustment are the two it leaves out (set_handlers).
 TEST_F(AdapterE2E, WhatPodshimdSubscribesToIsWhatItHandles) {
-  const uint32_t left_out = nri::event_bit(api::VALIDATE_CONTAINER_ADJUSTMENT);
+  const uint32_t left_out = nri::event_bit(api::STOP_POD_SANDBOX) |
+                            nri::event_bit(api::VALIDATE_CONTAINER_ADJUSTMENT);
   EXPECT_EQ(adapter_->events.mask(), nri::kValidEventsV10 & ~left_out);
   EXPECT_EQ(sim_->plugin().events, adapter_->events.mask()) << "the runtime here accepts every event";
   for (int i = api::RUN_POD_SANDBOX; i <= api::VALIDATE_CONTAINER_ADJUSTMENT; ++i) {
