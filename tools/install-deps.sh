@@ -20,8 +20,9 @@ pkgs=(
   debhelper lintian rpm python3-yaml
   # real-kernel VM rig
   qemu-system-x86 busybox-static cpio
-  # OCI runtimes for the hook tests (inside the VM, from the host root)
-  crun runc
+  # OCI runtimes for the hook tests (inside the VM, from the host root); conmon and the
+  # libraries the prebuilt CRI-O and runc 1.4 of the runtime matrix link
+  crun runc conmon libseccomp2 libsqlite3-0
   # podman: the hooks.d match test (containers/common pkg/hooks, the matcher CRI-O uses)
   podman
   # deploy/: promtool for the alert-rule tests; mmdebstrap and umoci for tools/build-image

@@ -1,0 +1,714 @@
+#!/usr/bin/python3
+"""Runs inside the test VM (tests/vm/vm-run --mode hostroot): one cell of the
+runtime matrix (containerd 1.7.27 + Debian's runc 1.1.5, containerd 2.1.9 or
+2.3.4 + runc 1.4.3, CRI-O 1.36.3 + runc 1.4.3) on a real cgroup v2, driven
+through CRI by `cririg` (the kubelet's side), first without podshimd and then
+with it as an external NRI plugin. Each cell runs the same scenarios:
+
+  1. The same containers and in-place updates (cpu and memory up, then
+     down above usage) without and with podshimd: the cgroup files must hold
+     identical values, and the CRI update's median latency is reported for
+     both (memory up, memory down with room, CPU).
+  2. podshimd registers; no drift is reported for a container just created
+     (the runtime may write its cgroup after NRI's CreateContainer); actual
+     values equal the allocated ones, with the weight formula learned
+     (linear for runc 1.1.5, quadratic for runc 1.4).
+  3. Shrinks below anonymous and below shmem usage refused with the reason:
+     the process alive, oom_kill unchanged, memory.max kept; a shrink over
+     page cache applied by reclaim.
+  4. A CDI device with a device node, a mount, an env var and a poststart
+     hook, asked for through the CRI CDIDevices field (what the kubelet
+     sends for DRA) and through a cdi.k8s.io annotation: in the OCI spec the
+     runtime hands to runc each item appears exactly once (whether the
+     runtime applied the spec itself, podshimd did, or both saw it), and the
+     container sees the device, the mount and the variable.
+  5. podshimd stopped and restarted while containers run (one created
+     meanwhile): it resynchronizes and reports every container.
+  6. containerd only: podshimd pre-installed in /opt/nri/plugins, started
+     by containerd itself.
+
+It ends with one summary line per cell. Started by runtimes_interop.py on the
+host; every path is the host's (hostroot mode shares the host root read-only
+under a tmpfs overlay).
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+T0 = time.monotonic()
+MI = 1 << 20
+CG = "/sys/fs/cgroup"
+NRI_SOCK = "/var/run/nri/nri.sock"
+WORK = "/run/podshim-interop"
+CDI_DIR = "/etc/cdi"
+CDI_NODE = "/dev/podshim-cdi0"  # mknod'ed as char 1:7 (/dev/full's numbers)
+CDI_MAJ, CDI_MIN = 1, 7
+CDI_MOUNT = "/podshim-cdi"
+CDI_ENV = "PODSHIM_CDI_TEST"
+CDI_HOOK = "/usr/bin/true"
+LOGS = []  # files whose tail is printed when the cell dies
+problems = []
+
+
+def log(msg):
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", flush=True)
+
+
+def check(cond, msg):
+    if cond:
+        log(f"ok: {msg}")
+    else:
+        log(f"FAILED: {msg}")
+        problems.append(msg)
+    return bool(cond)
+
+
+def die(msg):
+    log(f"FATAL: {msg}")
+    for f in LOGS:
+        if os.path.exists(f):
+            print(f"--- {f} (tail)\n" + open(f, errors="replace").read()[-6000:], flush=True)
+    sys.exit(1)
+
+
+def run(*cmd, check_rc=True, timeout=180, env=None):
+    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
+                       env=None if env is None else {**os.environ, **env})
+    if check_rc and r.returncode != 0:
+        die(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()} {r.stdout.strip()}")
+    return r
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def keyed(path):
+    return {k: int(v) for k, v in (l.split() for l in read(path).splitlines())}
+
+
+def release(tarball_dir, default):
+    """The tag in a peers tarball's VERSION file ("tag: v2.3.4"), as text and
+    as a tuple of ints."""
+    text = read(f"{tarball_dir}/VERSION") if os.path.exists(f"{tarball_dir}/VERSION") else f"tag: {default}"
+    m = re.search(r"^tag: (v(\d+)\.(\d+)\.(\d+))", text, re.M)
+    if not m:
+        die(f"{tarball_dir}/VERSION names no tag")
+    return m.group(1), tuple(int(x) for x in m.groups()[1:])
+
+
+def wait_for(pred, timeout, what, step=0.2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    die(f"timed out after {timeout} s waiting for {what}")
+
+
+class Cri:
+    """cririg, one CRI call per invocation."""
+
+    def __init__(self, cririg, endpoint):
+        self.cririg, self.endpoint = cririg, endpoint
+
+    def __call__(self, *args, check_rc=True, timeout=180, env=None):
+        return run(self.cririg, "-s", self.endpoint, *args, check_rc=check_rc, timeout=timeout, env=env)
+
+    def runp(self, name, uid):
+        return self("runp", name, uid, f"/kubepods/burstable/pod{uid}").stdout.split()[-1]
+
+    def create(self, pod, name, mem, shares, quota, *cmd, cdi=None, annotations=None):
+        # The container's name as the kubelet passes it (CRI-O reports NRI's
+        # container name from this annotation).
+        ann = {"io.kubernetes.container.name": name, **(annotations or {})}
+        env = {"CRIRIG_ANNOTATIONS": ";".join(f"{k}={v}" for k, v in ann.items())}
+        if cdi:
+            env["CRIRIG_CDI"] = cdi
+        out = self("create", pod, name, "docker.io/rig/busybox:1", str(mem), str(shares), str(quota),
+                   "100000", "--", *cmd, env=env).stdout.split()
+        return out[-1]
+
+    def update(self, cid, **kv):
+        r = self("update", cid, *[f"{k}={v}" for k, v in kv.items()], check_rc=False)
+        return r.returncode, (r.stdout + r.stderr).strip()
+
+    def timed_update(self, cid, **kv):
+        rc, out = self.update(cid, **kv)
+        m = re.match(r"OK (\S+)", out)
+        if rc != 0 or not m:
+            die(f"update {cid[:12]} {kv}: {out}")
+        return float(m.group(1))
+
+    def state(self, cid):
+        return self("state", cid).stdout.split()
+
+
+class Runtime:
+    """One runtime of the matrix: how it starts, where it keeps things."""
+
+    tag = ""
+    proc = None
+    log_path = ""
+
+    def running_runc(self):
+        return run(self.runc_path(), "--version").stdout.splitlines()[0]
+
+    def runc_path(self):
+        return "/usr/sbin/runc"
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def log_len(self):
+        return os.path.getsize(self.log_path)
+
+    def drops(self, start=0):
+        """The runtime's log lines about closing or dropping an NRI plugin."""
+        with open(self.log_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        return [l for l in text.splitlines()
+                if re.search(r"clos(e|ing) plugin|plugin .*(disconnected|closed)|failed to synchronize", l, re.I)]
+
+
+class Containerd(Runtime):
+    def __init__(self, a):
+        self.dir = a.dir
+        # 1.7.27's tarball has no VERSION file
+        self.version, self.release = release(a.dir, "v1.7.27")
+        self.major = self.release[0]
+        self.tag = f"containerd-{self.version}"
+        self.log_path = "/tmp/containerd.log"
+        self.cri = Cri(a.cririg, "unix:///run/containerd/containerd.sock")
+        self.image = a.image
+
+    def start(self):
+        if os.path.exists(NRI_SOCK):
+            os.unlink(NRI_SOCK)
+        self.proc = subprocess.Popen([f"{self.dir}/bin/containerd", "--config", f"{self.dir}/config.toml"],
+                                     stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists("/run/containerd/containerd.sock") and
+                 run(f"{self.dir}/bin/ctr", "version", check_rc=False).returncode == 0, 120, "containerd")
+
+    def import_images(self):
+        # 2.x: --local keeps the client-side import (the transfer service
+        # would unpack to overlayfs, which the guest has not).
+        local = ["--local"] if self.major >= 2 else []
+        run(f"{self.dir}/bin/ctr", "-n", "k8s.io", "images", "import", *local, "--snapshotter", "native",
+            self.image, timeout=300)
+
+    def oci_spec(self, cid):
+        return json.load(open(f"/run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}/config.json"))
+
+    def runtime_cdi(self):
+        return self.major >= 2  # enable_cdi: off in 1.7's config, on (the default) in 2.x
+
+    def sees_cdi_field(self):
+        # NRI v0.12 (containerd 2.3) carries the CRI CDIDevices list to
+        # plugins; v0.8 (1.7, 2.1) has no such field.
+        return self.release >= (2, 3, 0)
+
+
+class Crio(Runtime):
+    def __init__(self, a):
+        self.dir = a.dir
+        self.version, self.release = release(a.dir, "")
+        self.tag = f"crio-{self.version}"
+        self.log_path = "/tmp/crio.log"
+        self.cri = Cri(a.cririg, "unix:///var/run/crio/crio.sock")
+        self.oci_dir = a.oci_dir
+
+    def start(self):
+        if os.path.exists(NRI_SOCK):
+            os.unlink(NRI_SOCK)
+        self.proc = subprocess.Popen(["/usr/local/bin/crio", "--config", "/etc/crio/crio.conf"],
+                                     stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists("/var/run/crio/crio.sock") and
+                 self.cri("version", check_rc=False).returncode == 0, 120, "CRI-O")
+
+    def import_images(self):
+        # copyimg puts an image into containers-storage without a registry;
+        # the OCI layout's index 0 is busybox, 1 the pause image.
+        for idx, name in ((0, "docker.io/rig/busybox:1"), (1, "docker.io/rig/pause:1")):
+            run("/usr/local/bin/copyimg", "--root", "/var/lib/containers/storage", "--runroot",
+                "/run/containers/storage", "--storage-driver", "vfs", "--signature-policy",
+                "/etc/containers/policy.json", "--image-name", name, "--import-from",
+                f"oci:{self.oci_dir}:@{idx}", timeout=300)
+
+    def oci_spec(self, cid):
+        return json.load(open(f"/run/containers/storage/vfs-containers/{cid}/userdata/config.json"))
+
+    def runtime_cdi(self):
+        return True  # always on in CRI-O
+
+    def sees_cdi_field(self):
+        return False  # CRI-O 1.36.3 fills no CDI_devices in the NRI container
+
+
+class Podshimd:
+    def __init__(self, exe, ctl, tag):
+        self.exe, self.ctl, self.tag = exe, ctl, tag
+        self.sock = f"{WORK}/{tag}.sock"
+        self.state = f"{WORK}/{tag}-state"
+        self.config = f"{WORK}/{tag}.yaml"
+        self.log_path = f"{WORK}/{tag}.log"
+        LOGS.append(self.log_path)
+        os.makedirs(self.state, exist_ok=True)
+        with open(self.config, "w") as f:
+            # weight_formula stays at its default (auto) unless
+            # PODSHIM_INTEROP_WEIGHT_FORMULA says otherwise (to watch the
+            # actual-CPU checks fail with the wrong fixed formula).
+            f.write(f"log_level: info\ncdi:\n  spec_dirs: [{CDI_DIR}]\n")
+            if os.environ.get("PODSHIM_INTEROP_WEIGHT_FORMULA"):
+                f.write(f"cgroup:\n  weight_formula: {os.environ['PODSHIM_INTEROP_WEIGHT_FORMULA']}\n")
+        self.args = ["--config", self.config, "--socket", self.sock, "--state-dir", self.state,
+                     "--cgroup-root", CG, "--nri-socket", NRI_SOCK]
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([self.exe] + self.args, stdout=subprocess.DEVNULL,
+                                     stderr=open(self.log_path, "a"), stdin=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+    def log(self):
+        return open(self.log_path, errors="replace").read() if os.path.exists(self.log_path) else ""
+
+    def ctl_json(self, *args):
+        r = run(self.ctl, "--socket", self.sock, "-o", "json", *args, check_rc=False)
+        if r.returncode not in (0, 1):
+            die(f"podshimctl {' '.join(args)}: exit {r.returncode} {r.stderr}")
+        return json.loads(r.stdout)
+
+    def containers(self):
+        return {c["id"]: c for c in self.ctl_json("get", "containers")["items"]}
+
+
+def cgroup_of(cid):
+    # containerd: .../pod<uid>/<id>; CRI-O: .../pod<uid>/crio-<id>
+    hits = glob.glob(f"{CG}/kubepods/**/{cid}", recursive=True) + \
+        glob.glob(f"{CG}/kubepods/**/crio-{cid}", recursive=True)
+    if not hits:
+        die(f"no cgroup directory for container {cid}")
+    return hits[0]
+
+
+def cgroup_triple(cg):
+    return (read(f"{cg}/cpu.weight"), read(f"{cg}/cpu.max"), read(f"{cg}/memory.max"))
+
+
+def check_reported(d, cids, what):
+    """Every running container: allocated and actual present, actual CPU request
+    and limit equal to the allocated (requested) ones, memory limit too, no
+    drift."""
+    cs = d.containers()
+    equal = 0
+    for cid in cids:
+        c = cs.get(cid)
+        if not check(c is not None, f"{what}: podshimd knows {cid[:12]}"):
+            continue
+        al, ac = c.get("allocated") or {}, c.get("actual")
+        if not check(isinstance(ac, dict), f"{what}: {cid[:12]} ({c.get('name')}) has actual values"):
+            continue
+        ok = check(ac.get("cpuRequestMilli") == al.get("cpuRequestMilli") and al.get("cpuRequestMilli"),
+                   f"{what}: {c.get('name')} actual cpu request {ac.get('cpuRequestMilli')}m == requested "
+                   f"{al.get('cpuRequestMilli')}m")
+        ok &= check(ac.get("cpuLimitMilli") == al.get("cpuLimitMilli"),
+                    f"{what}: {c.get('name')} actual cpu limit {ac.get('cpuLimitMilli')}m == "
+                    f"{al.get('cpuLimitMilli')}m")
+        ok &= check(ac.get("memoryLimitBytes") == al.get("memoryLimitBytes"),
+                    f"{what}: {c.get('name')} actual memory limit {ac.get('memoryLimitBytes')} == "
+                    f"{al.get('memoryLimitBytes')}")
+        ok &= check(not c.get("drift"), f"{what}: {c.get('name')} no drift ({c.get('drift')})")
+        equal += bool(ok)
+    print(run(d.ctl, "--socket", d.sock, "get", "containers", check_rc=False).stdout, flush=True)
+    return equal
+
+
+# The kubelet's in-place updates of one container: created with 500m / 1 CPU
+# / 256Mi, raised, lowered above usage.
+UPDATES = [dict(mem=512 * MI, shares=1024, quota=200000, period=100000),
+           dict(mem=128 * MI, shares=256, quota=50000, period=100000)]
+
+
+def update_sequence(rt, pod, name):
+    """Creates a container, applies UPDATES, returns the cgroup values after
+    creation and after each update."""
+    c = rt.cri.create(pod, name, 256 * MI, 512, 100000, "/bin/sleep", "999999")
+    cg = cgroup_of(c)
+    seen = [cgroup_triple(cg)]
+    for u in UPDATES:
+        rc, out = rt.cri.update(c, **u)
+        check(rc == 0, f"{name}: update {u}: {out}")
+        seen.append(cgroup_triple(cg))
+    return c, seen
+
+
+def latency(rt, pod, name, rounds, into):
+    """CRI update latencies (ms) of memory up, memory down with room and CPU
+    changes, alternating, on an idle container, appended to INTO[kind]."""
+    c = rt.cri.create(pod, name, 256 * MI, 512, 100000, "/bin/sleep", "999999")
+    kinds = {
+        "memory up": (dict(mem=256 * MI), dict(mem=384 * MI)),
+        "memory down": (dict(mem=384 * MI), dict(mem=256 * MI)),
+        "cpu": (dict(shares=1024, quota=200000, period=100000), dict(shares=512, quota=100000, period=100000)),
+    }
+    for kind, (prep, change) in kinds.items():
+        for _ in range(rounds):
+            rt.cri.timed_update(c, **prep)
+            into.setdefault(kind, []).append(rt.cri.timed_update(c, **change))
+    rt.cri("rm", c, check_rc=False)
+
+
+def write_cdi_spec():
+    os.makedirs(CDI_DIR, exist_ok=True)
+    os.makedirs(f"{WORK}/cdi-data", exist_ok=True)
+    with open(f"{WORK}/cdi-data/hello", "w") as f:
+        f.write("from the CDI mount\n")
+    if not os.path.exists(CDI_NODE):
+        run("mknod", CDI_NODE, "c", str(CDI_MAJ), str(CDI_MIN))
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": "podshim.test/dev",
+        "devices": [{"name": "a", "containerEdits": {
+            "deviceNodes": [{"path": CDI_NODE}],
+            "mounts": [{"hostPath": f"{WORK}/cdi-data", "containerPath": CDI_MOUNT, "options": ["ro", "bind"]}],
+            "env": [f"{CDI_ENV}=1"],
+            "hooks": [{"hookName": "poststart", "path": CDI_HOOK, "args": ["true", "podshim-cdi-test"]}],
+        }}],
+    }
+    with open(f"{CDI_DIR}/podshim-test.json", "w") as f:
+        json.dump(spec, f)
+
+
+def cdi_counts(spec):
+    """How often each item of the CDI device appears in an OCI spec."""
+    lin = spec.get("linux") or {}
+    rules = [r for r in (lin.get("resources") or {}).get("devices") or []
+             if r.get("allow") and r.get("major") == CDI_MAJ and r.get("minor") == CDI_MIN]
+    return {
+        "device node": sum(d.get("path") == CDI_NODE for d in lin.get("devices") or []),
+        "allow rule": len(rules),
+        "mount": sum(m.get("destination") == CDI_MOUNT for m in spec.get("mounts") or []),
+        "env": sum(e.startswith(CDI_ENV + "=") for e in (spec.get("process") or {}).get("env") or []),
+        "hook": sum(h.get("path") == CDI_HOOK and "podshim-cdi-test" in (h.get("args") or [])
+                    for h in (spec.get("hooks") or {}).get("poststart") or []),
+    }
+
+
+def cdi_phase(rt, pod, summary):
+    """A CDI device by field and by annotation: each item once in the spec
+    runc gets, and visible in the container."""
+    write_cdi_spec()
+    ways = [("annotation", dict(annotations={"cdi.k8s.io/podshim-test": "podshim.test/dev=a"}))]
+    if isinstance(rt, Crio) or rt.major >= 2:
+        ways.insert(0, ("CDIDevices field", dict(cdi="podshim.test/dev=a")))
+    once = total = 0
+    for way, kw in ways:
+        if way == "annotation" and not rt.runtime_cdi():
+            who = "podshimd alone (the runtime's CDI is off)"
+        elif way == "annotation" or rt.sees_cdi_field():
+            who = "the runtime, and podshimd sees the request"
+        else:
+            who = "the runtime alone (its NRI does not pass the field to plugins)"
+        c = rt.cri.create(pod, f"cdi-{way.split()[0].lower()}", 64 * MI, 256, 100000, "/bin/sleep", "999999",
+                          **kw)
+        counts = cdi_counts(rt.oci_spec(c))
+        log(f"CDI by {way}, applied by {who}: {counts}")
+        for item, n in counts.items():
+            total += 1
+            once += check(n == 1, f"CDI by {way}: the {item} appears exactly once in the OCI spec (got {n})")
+        # Seen from the container's own root and environment (through /proc:
+        # runc 1.4's exec needs /proc/sys, which the guest's /proc lacks).
+        pid = rt.cri.state(c)[3]
+        root = f"/proc/{pid}/root"
+        node = os.stat(f"{root}{CDI_NODE}") if os.path.exists(f"{root}{CDI_NODE}") else None
+        mounted = read(f"{root}{CDI_MOUNT}/hello") if os.path.exists(f"{root}{CDI_MOUNT}/hello") else None
+        env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        check(node is not None and os.major(node.st_rdev) == CDI_MAJ and os.minor(node.st_rdev) == CDI_MIN and
+              mounted == "from the CDI mount" and f"{CDI_ENV}=1".encode() in env,
+              f"CDI by {way}: the container sees the device ({node and (os.major(node.st_rdev), os.minor(node.st_rdev))}), "
+              f"the mount ({mounted!r}) and the env")
+        rt.cri("rm", c, check_rc=False)
+    summary["CDI items exactly once"] = f"{once}/{total}"
+
+
+def shrink_phase(rt, pod, summary):
+    """Shrinks below anon and shmem usage refused; over page cache applied."""
+    refused = kills = 0
+    cids = []
+    for kind, mib, to in (("anon", 100, 48), ("shm", 48, 16)):
+        c = rt.cri.create(pod, kind, 256 * MI, 256, 100000, "/bin/hog", kind, str(mib))
+        cids.append(c)
+        cg = cgroup_of(c)
+        stat_key = "anon" if kind == "anon" else "shmem"
+        wait_for(lambda: keyed(f"{cg}/memory.stat").get(stat_key, 0) > (mib - 10) * MI or
+                 int(read(f"{cg}/memory.current")) > (mib + 20) * MI, 90, f"the {kind} hog to charge {mib} MiB")
+        before = keyed(f"{cg}/memory.events").get("oom_kill", 0)
+        rc, out = rt.cri.update(c, mem=to * MI, shares=256, quota=100000, period=100000)
+        refused += check(rc != 0 and "below current usage" in out, f"shrink below {kind} usage refused: {out}")
+        time.sleep(1)
+        check(rt.cri.state(c)[0] == "RUNNING", f"{kind} hog still running: {rt.cri.state(c)}")
+        k = keyed(f"{cg}/memory.events").get("oom_kill", 0) - before
+        kills += k
+        check(k == 0, f"{kind}: no OOM kill ({k})")
+        check(read(f"{cg}/memory.max") == str(256 * MI), f"{kind}: memory.max kept ({read(f'{cg}/memory.max')})")
+    # A shrink over page cache (a 96 MiB file in the container's rootfs on
+    # ext4): applied, podshimd reclaiming first.
+    c = rt.cri.create(pod, "cache", 256 * MI, 256, 100000, "/bin/hog", "file", "/data/cache", "96")
+    cids.append(c)
+    cg = cgroup_of(c)
+    wait_for(lambda: keyed(f"{cg}/memory.stat").get("file", 0) > 80 * MI, 90,
+             "the page-cache hog to charge 96 MiB of file pages")
+    rc, out = rt.cri.update(c, mem=32 * MI, shares=256, quota=100000, period=100000)
+    check(rc == 0, f"shrink over page cache applied: {out}")
+    check(read(f"{cg}/memory.max") == str(32 * MI), f"cache: memory.max = {read(f'{cg}/memory.max')}")
+    kills += keyed(f"{cg}/memory.events").get("oom_kill", 0)
+    check(keyed(f"{cg}/memory.events").get("oom_kill", 0) == 0, "cache: no OOM kill")
+    check(rt.cri.state(c)[0] == "RUNNING", f"cache hog still running: {rt.cri.state(c)}")
+    summary["shrinks refused"] = f"{refused}/2"
+    summary["kills"] = kills
+    return cids
+
+
+def no_drift_at_creation(d, rt, pod):
+    """Polls podshimd from the moment a container exists: drift must never
+    be reported for it (the runtime writes the cgroup after NRI's
+    CreateContainer; read-back must not look before that)."""
+    c = rt.cri.create(pod, "fresh", 192 * MI, 768, 150000, "/bin/sleep", "999999")
+    seen = set()
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        x = d.containers().get(c)
+        if x and x.get("drift"):
+            seen.update(f"{dr.get('resource')}" for dr in x["drift"])
+        time.sleep(0.1)
+    check(not seen, f"no drift reported for a new container in its first 3 s (saw: {sorted(seen)})")
+    return c
+
+
+def podshimd_cell(a, rt, base, base_lat, summary):
+    d = Podshimd(a.podshimd, a.podshimctl, f"podshimd-{rt.tag}")
+    d.start()
+    wait_for(lambda: "NRI: registered and synchronized" in d.log(), 60, "podshimd to register")
+    m = re.search(r"configured by (\S+) (\S+)", d.log())
+    log(f"podshimd registered with {m.group(1)} {m.group(2)}")
+    pod = rt.cri.runp("pod-a", "11111111-2222-4333-8444-555555555555")
+
+    c1, seen = update_sequence(rt, pod, "c1")
+    same = check(seen == base, f"cgroup values with podshimd {seen} == without {base}")
+    summary["values identical"] = "yes" if same else "NO"
+    fresh = no_drift_at_creation(d, rt, pod)
+    running = [c1, fresh]
+    time.sleep(0.5)
+    want = "linear" if "1.1." in rt.running_runc() else "quadratic"
+    st = d.ctl_json("status")
+    cur = [f for f in st.get("weightFormulas", []) if f.get("current")]
+    f = cur[0] if cur else {}
+    check(f.get("formula") == want and f.get("source") == "learned",
+          f"weight formula learned for {rt.running_runc()}: {f} (want {want})")
+
+    running += shrink_phase(rt, pod, summary)
+    cdi_phase(rt, pod, summary)
+
+    lat = {}
+    latency(rt, pod, "lat", a.rounds, lat)
+
+    # podshimd stopped and restarted while containers run; the runtime goes on
+    # (a container is created meanwhile), podshimd resynchronizes.
+    drops = rt.drops()
+    check(not drops, f"{rt.tag} logged no closing/dropping of podshimd while it ran: {drops}")
+    d.stop()
+    # The reference latencies again, now that the runtime has run as long
+    # as with podshimd (the first rounds of a TCG guest run slower).
+    latency(rt, pod, "lat-away", a.rounds, base_lat)
+    med = {k: statistics.median(v) for k, v in lat.items()}
+    ref = {k: statistics.median(v) for k, v in base_lat.items()}
+    summary["update median ms (without / with podshimd)"] = ", ".join(
+        f"{k} {ref[k]:.0f}/{med[k]:.0f} ({med[k] / ref[k]:.2f}x)" for k in med)
+    away = rt.cri.create(pod, "while-away", 64 * MI, 768, 150000, "/bin/sleep", "999999")
+    check(all(rt.cri.state(c)[0] == "RUNNING" for c in running + [away]),
+          f"{rt.tag} kept every container running while podshimd was away")
+    running.append(away)
+    mark = len(d.log())
+    t = time.monotonic()
+    d.start()
+    wait_for(lambda: "NRI: registered and synchronized" in d.log()[mark:], 60, "podshimd to resynchronize")
+    rt_mark = rt.log_len()
+    log(f"podshimd restarted and resynchronized in {time.monotonic() - t:.1f} s (TCG)")
+    time.sleep(0.5)
+    n = check_reported(d, running, "after podshimd restart")
+    summary["actual = allocated"] = f"{n}/{len(running)}"
+    st = d.ctl_json("status")
+    check(st.get("containers") == len(running), f"podshimctl status counts {st.get('containers')} containers")
+    print(run(d.ctl, "--socket", d.sock, "status", check_rc=False).stdout, flush=True)
+    drops = rt.drops(rt_mark)
+    check(not drops, f"{rt.tag} logged no closing/dropping after the restart: {drops}")
+    for c in running:
+        rt.cri("rm", c, check_rc=False)
+    rt.cri("rmp", pod, check_rc=False)
+    d.stop()
+
+
+def preinstalled_phase(a, rt):
+    log("=== podshimd pre-installed in /opt/nri/plugins (containerd starts it)")
+    rt.stop()
+    d = Podshimd(a.podshimd, a.podshimctl, f"podshimd-pre-{rt.tag}")
+    # containerd runs the plugin with only NRI_PLUGIN_* in the environment and
+    # no stdout/stderr; the wrapper gives podshimd its temp paths and a log.
+    wrapper = "/opt/nri/plugins/10-podshim"
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec " + " ".join([a.podshimd] + d.args) + f" 2>>{d.log_path}\n")
+    os.chmod(wrapper, 0o755)
+    start = rt.log_len()
+    rt.start()
+    wait_for(lambda: "NRI: registered and synchronized" in d.log(), 90, "containerd to start podshimd")
+    check("pre-installed mode" in d.log(), "podshimd ran in pre-installed mode")
+    pod = rt.cri.runp("pod-b", "22222222-3333-4444-8555-666666666666")
+    c1 = rt.cri.create(pod, "pre", 128 * MI, 512, 50000, "/bin/hog", "anon", "64")
+    cg1 = cgroup_of(c1)
+    wait_for(lambda: int(read(f"{cg1}/memory.current")) > 60 * MI, 60, "the hog to charge 64 MiB")
+    time.sleep(0.5)
+    check_reported(d, [c1], "pre-installed")
+    rc, out = rt.cri.update(c1, mem=32 * MI, shares=512, quota=50000, period=100000)
+    check(rc != 0 and "below current usage" in out, f"pre-installed: shrink below usage refused: {out}")
+    check(rt.cri.state(c1)[0] == "RUNNING", "pre-installed: hog alive")
+    rc, out = rt.cri.update(c1, mem=256 * MI, shares=1024, quota=100000, period=100000)
+    check(rc == 0, f"pre-installed: increase applied: {out}")
+    check(read(f"{cg1}/memory.max") == str(256 * MI), "pre-installed: memory.max after the increase")
+    drops = rt.drops(start)
+    check(not drops, f"pre-installed: containerd logged no closing/dropping of podshimd: {drops}")
+    rt.cri("rm", c1, check_rc=False)
+    rt.cri("rmp", pod, check_rc=False)
+    os.unlink(wrapper)
+
+
+def load_modules():
+    # The runtime's root on a block-backed filesystem (the native and vfs
+    # storage copy layers there), which also makes files written inside
+    # containers reclaimable page cache: an ext4 on a brd RAM disk. The
+    # generic kernel has ext4 and brd as modules; without modules.dep (the
+    # kernel is unpacked, not installed) they are loaded in dependency order
+    # by hand from the module tree vm-run names (PODSHIM_VM_KMODS).
+    kmods = os.environ.get("PODSHIM_VM_KMODS", "")
+    if not kmods or os.path.basename(kmods) != os.uname().release:
+        die(f"vm-run gave no module tree for {os.uname().release} (PODSHIM_VM_KMODS={kmods!r})")
+    mods = os.path.join(kmods, "kernel")
+    if not os.path.isdir(mods):
+        die(f"no {mods} in vm-run's kernel cache")
+    loaded = read("/proc/modules")
+    for ko, args in (("crypto/crc32c_generic.ko", []), ("lib/crc16.ko", []), ("fs/mbcache.ko", []),
+                     ("fs/jbd2/jbd2.ko", []), ("fs/ext4/ext4.ko", []),
+                     ("drivers/block/brd.ko", ["rd_nr=1", "rd_size=786432"])):
+        name = os.path.basename(ko)[:-3].replace("-", "_")
+        if re.search(rf"^{name} ", loaded, re.M):
+            continue
+        r = run("/usr/bin/busybox", "insmod", os.path.join(mods, ko), *args, check_rc=False)
+        if r.returncode != 0 and "File exists" not in r.stderr:
+            die(f"insmod {ko}: {r.stderr.strip()}")
+
+
+def setup(a):
+    os.makedirs(WORK, exist_ok=True)
+    load_modules()
+    run("mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal", "/dev/ram0")
+    os.makedirs("/mnt/rd", exist_ok=True)
+    run("mount", "-t", "ext4", "/dev/ram0", "/mnt/rd")
+    for d in ("/var/lib/containerd", "/var/lib/containers"):
+        os.makedirs(f"/mnt/rd{d}", exist_ok=True)
+        os.makedirs(d, exist_ok=True)
+        run("mount", "--bind", f"/mnt/rd{d}", d)
+    for d in ("/run/containerd", "/var/run/nri", "/opt/nri/plugins", "/etc/nri/conf.d", "/var/tmp",
+              "/var/lib/crio", "/var/log/crio/pods", "/run/runc"):
+        os.makedirs(d, exist_ok=True)
+    if a.runc:
+        # runc 1.4.3 where the runtimes' configs look for runc, copied into
+        # the guest's own root: bind-mounted from the host share, its
+        # containers fail to start ("can't get final child's PID from pipe:
+        # invalid character '\x00'").
+        shutil.copy(a.runc, "/usr/sbin/runc")
+    if a.runtime == "crio":
+        for b in ("crio", "pinns", "copyimg"):
+            shutil.copy(f"{a.dir}/bin/{b}", f"/usr/local/bin/{b}")
+        shutil.copytree(f"{a.dir}/etc", "/etc", dirs_exist_ok=True)
+    os.environ["PATH"] = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runtime", choices=["containerd", "crio"], required=True)
+    ap.add_argument("--dir", required=True, help="the unpacked runtime tarball")
+    ap.add_argument("--runc", help="runc binary to use instead of Debian's /usr/sbin/runc")
+    ap.add_argument("--cririg", required=True,
+                    help="CRI client: containerd 2.3.4's, the one that sends CDIDevices and annotations")
+    ap.add_argument("--image", help="containerd: the OCI archive to import")
+    ap.add_argument("--oci-dir", help="CRI-O: the OCI layout directory to copy images from")
+    ap.add_argument("--podshimd", required=True)
+    ap.add_argument("--podshimctl", required=True)
+    ap.add_argument("--rounds", type=int, default=7, help="latency: updates per kind and side")
+    a = ap.parse_args()
+    if not os.environ.get("PODSHIM_IN_VM"):
+        print("runtimes_guest.py runs inside tests/vm/vm-run only", file=sys.stderr)
+        return 2
+    setup(a)
+    rt = Containerd(a) if a.runtime == "containerd" else Crio(a)
+    LOGS.insert(0, rt.log_path)
+    rt.start()
+    rt.import_images()
+    log(f"=== {rt.tag} with {rt.running_runc()}: {rt.cri('version').stdout.strip()}")
+    summary = {}
+
+    log("--- without podshimd: the reference values and latencies")
+    pod = rt.cri.runp("pod-ref", "99999999-2222-4333-8444-555555555555")
+    c0, base = update_sequence(rt, pod, "ref")
+    log(f"cgroup values (cpu.weight, cpu.max, memory.max) as created, raised, lowered: {base}")
+    base_lat = {}
+    latency(rt, pod, "lat-ref", a.rounds, base_lat)
+    rt.cri("rm", c0, check_rc=False)
+    rt.cri("rmp", pod, check_rc=False)
+
+    log("--- with podshimd as an external NRI plugin")
+    podshimd_cell(a, rt, base, base_lat, summary)
+    if isinstance(rt, Containerd):
+        preinstalled_phase(a, rt)
+    rt.stop()
+    print(f"CELL {rt.tag} + {rt.running_runc()}: " + "; ".join(f"{k}: {v}" for k, v in summary.items()),
+          flush=True)
+    if problems:
+        log(f"{len(problems)} problem(s):")
+        for pr in problems:
+            print(f"  - {pr}")
+        return 1
+    log(f"PASS: {rt.tag} + {rt.running_runc()} + podshimd")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except subprocess.TimeoutExpired as e:
+        die(f"timed out: {e}")

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""One cell of the runtime matrix, in the test VM (tests/vm/vm-run --mode
+hostroot: the host root read-only under a tmpfs overlay, the guest's own
+cgroup v2): podshimd against a real container runtime and runc.
+
+  containerd-v1.7.27  with Debian's runc 1.1.5 (NRI v0.8.0, CDI off)
+  containerd-v2.1.9   with runc 1.4.3 (NRI v0.8.0, CDI on)
+  containerd-v2.3.4   with runc 1.4.3 (NRI v0.12.0, CDI on)
+  crio-v1.36.3        with runc 1.4.3 and Debian's conmon (NRI v0.11.0, CDI on)
+
+Unpacks what the cell needs from ../shared/peers into the cache, builds the
+busybox+hog image there with the tarball's mkimage.py (an OCI archive for
+containerd, an OCI layout directory for CRI-O), then runs runtimes_guest.py in
+the guest (see there for what is checked).
+
+  runtimes_interop.py --peers DIR --cache DIR --vm-run EXE --podshimd EXE
+                      --podshimctl EXE --hog EXE CELL
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers as P  # noqa: E402
+
+CELLS = {
+    "containerd-v1.7.27": ("containerd", None),
+    "containerd-v2.1.9": ("containerd", "runc-v1.4.3.tar.xz"),
+    "containerd-v2.3.4": ("containerd", "runc-v1.4.3.tar.xz"),
+    "crio-v1.36.3": ("crio", "runc-v1.4.3.tar.xz"),
+}
+
+
+def build_image(mkimage, hog, out):
+    """The OCI archive holding busybox and the hog; rebuilt when either
+    changes."""
+    srcs = ["/usr/bin/busybox", hog, mkimage]
+    if not os.path.exists(out) or any(os.path.getmtime(s) > os.path.getmtime(out) for s in srcs):
+        tmp = out + ".tmp"
+        subprocess.run([sys.executable, mkimage, "/usr/bin/busybox", hog, tmp], check=True)
+        os.replace(tmp, out)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ("peers", "cache", "vm-run", "podshimd", "podshimctl", "hog"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("--timeout", default="900")
+    ap.add_argument("cell", choices=sorted(CELLS))
+    a = ap.parse_args()
+    P.need_peers(a.peers)
+    runtime, runc_tar = CELLS[a.cell]
+    needs = ["/usr/bin/busybox"] + (["/usr/sbin/runc"] if runc_tar is None else []) + \
+        (["/usr/bin/conmon"] if runtime == "crio" else [])
+    for tool in needs:
+        if not os.access(tool, os.X_OK):
+            P.fail(f"{tool} is missing (tools/install-deps.sh installs runc, conmon and busybox-static)")
+    rdir = P.unpack(a.peers, a.cache, f"{a.cell}.tar.xz")
+    # The CRI client of containerd 2.3.4 drives every cell: it sends the
+    # CDIDevices field and container annotations (1.7.27's does neither) and
+    # the image's user_specified_image (CRI-O requires it).
+    cririg = os.path.join(P.unpack(a.peers, a.cache, "containerd-v2.3.4.tar.xz"), "bin", "cririg")
+    image = build_image(os.path.join(rdir, "mkimage.py"), a.hog, os.path.join(a.cache, "rig-images.tar"))
+    guest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtimes_guest.py")
+    args = ["--runtime", runtime, "--dir", rdir, "--cririg", cririg,
+            "--podshimd", os.path.abspath(a.podshimd), "--podshimctl", os.path.abspath(a.podshimctl)]
+    if runc_tar:
+        args += ["--runc", os.path.join(P.unpack(a.peers, a.cache, runc_tar), "bin", "runc")]
+    if runtime == "crio":
+        # copyimg takes an OCI layout directory, not the archive.
+        oci = os.path.join(a.cache, "rig-images-oci")
+        if not os.path.isdir(oci) or os.path.getmtime(image) > os.path.getmtime(oci):
+            tmp = oci + ".tmp"
+            subprocess.run(["rm", "-rf", tmp, oci], check=True)
+            with tarfile.open(image) as t:
+                t.extractall(tmp)
+            os.replace(tmp, oci)
+        args += ["--oci-dir", oci]
+    else:
+        args += ["--image", image]
+    # The guest loads ext4 and brd from vm-run's kernel cache, which it sees
+    # through the host root; vm-run tells it where (PODSHIM_VM_KMODS).
+    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "3G", "--smp", "2", "--timeout", a.timeout, "--",
+           "/usr/bin/python3", guest] + args
+    print(" ".join(cmd), flush=True)
+    return subprocess.call(cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
