@@ -278,10 +278,14 @@ class Podshimd:
         with open(self.config, "w") as f:
             # weight_formula stays at its default (auto) unless
             # PODSHIM_INTEROP_WEIGHT_FORMULA says otherwise (to watch the
-            # actual-CPU checks fail with the wrong fixed formula).
+            # actual-CPU checks fail with the wrong fixed formula);
+            # PODSHIM_INTEROP_SETTLE_MS sets cgroup.shrink_settle_ms (to see
+            # what the shrink's watch costs a CRI update).
             f.write(f"log_level: info\ncdi:\n  spec_dirs: [{CDI_DIR}]\n")
-            if os.environ.get("PODSHIM_INTEROP_WEIGHT_FORMULA"):
-                f.write(f"cgroup:\n  weight_formula: {os.environ['PODSHIM_INTEROP_WEIGHT_FORMULA']}\n")
+            cgroup = {"weight_formula": os.environ.get("PODSHIM_INTEROP_WEIGHT_FORMULA"),
+                      "shrink_settle_ms": os.environ.get("PODSHIM_INTEROP_SETTLE_MS")}
+            if any(cgroup.values()):
+                f.write("cgroup:\n" + "".join(f"  {k}: {v}\n" for k, v in cgroup.items() if v))
         self.args = ["--config", self.config, "--socket", self.sock, "--state-dir", self.state,
                      "--cgroup-root", CG, "--nri-socket", NRI_SOCK]
         self.proc = None

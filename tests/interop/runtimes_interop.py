@@ -85,7 +85,9 @@ def main():
         args += ["--image", image]
     # The guest loads ext4 and brd from vm-run's kernel cache, which it sees
     # through the host root; vm-run tells it where (PODSHIM_VM_KMODS).
-    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "3G", "--smp", "2", "--timeout", a.timeout, "--",
+    # PODSHIM_INTEROP_* settings reach the guest (runtimes_guest.py reads them).
+    envs = [x for k, v in os.environ.items() if k.startswith("PODSHIM_INTEROP_") for x in ("--env", f"{k}={v}")]
+    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "3G", "--smp", "2", "--timeout", a.timeout, *envs, "--",
            "/usr/bin/python3", guest] + args
     print(" ".join(cmd), flush=True)
     return subprocess.call(cmd)
