@@ -23,6 +23,7 @@
 #include "cgroup/convert.h"
 #include "cgroup/path.h"
 #include "cgroup/unit_manager.h"
+#include "cgroup/usage_history.h"
 
 namespace podshim::cgroup {
 
@@ -90,6 +91,11 @@ struct EngineOptions {
   double shrink_pressure_threshold = 20.0;
   // How often the shrink samples memory.current / memory.stat / PSI.
   std::chrono::milliseconds shrink_tick{20};
+  // The memory.current readings the read-back took before a request (null:
+  // none, as in podshimctl). With them a memory shrink whose cgroup has
+  // shown a flat trend and has ample room under the new limit skips the
+  // watch under the memory.high clamp (shrink.cc, history_clears()).
+  std::shared_ptr<const UsageHistory> usage_history;
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
   // How long the sd-bus driver waits for systemd's SetUnitProperties reply
   // (sd-bus's own default is 25 s); then the write fails with ErrorKind::Timeout.

@@ -82,6 +82,10 @@ struct Shrink {
   std::optional<Psi> psi0;
   double some_avg10_max = 0, full_avg10_max = 0;
   double some_window = 0, full_window = 0;
+  // The read-back's readings cleared the shrink (history_clears()): no
+  // watch under the clamp before the write; their trend, bytes/s.
+  bool history_cleared = false;
+  double history_rate = 0;
 };
 using ShrinkPtr = std::shared_ptr<Shrink>;
 
@@ -190,6 +194,58 @@ double growth_rate(const std::vector<std::pair<double, double>>& xs) {
   return den > 1e-9 ? num / den : 0;
 }
 
+// Whether the readings the read-back took before this request (plus the
+// fresh one the shrink just made) leave no need to watch the cgroup under its
+// memory.high clamp before the write: all of the below must hold.
+//  - A reading at least one watch old exists, so the span the watch would
+//    measure has already been measured; the rate over it is the rise since
+//    that reading over its age.
+//  - When that reading is older than kOnsetSpan and usage has risen past
+//    kNoiseBytes since, the rise may have begun just now at a steeper rate
+//    than its average says: the watch measures it instead.
+//  - The least-squares trend over the recent readings and the fresh one
+//    (three or more) is counted too, whichever rate is higher.
+//  - The cgroup's memory PSI "some" avg10 is not above the threshold.
+//  - memory.current now, plus that rate over the growth window, plus the
+//    headroom, fits under the target: the clamp will not make the kernel
+//    reclaim, so it cannot stall the workload (memory.high throttles only
+//    above it: Documentation/admin-guide/cgroup-v2.rst, "memory.high").
+// memory.current counts page cache as well as anon and shmem, so its trend
+// can only overstate the unreclaimable growth the watch would measure.
+// Anything short of that: the watch, as without readings.
+bool history_clears(Shrink& s) {
+  constexpr auto kOnsetSpan = std::chrono::seconds(1);
+  constexpr uint64_t kNoiseBytes = 1u << 20;
+  constexpr auto kTrendSpan = std::chrono::seconds(30);
+  const auto& hist = s.ctx.opts->usage_history;
+  if (!hist || s.watch.count() == 0) return false;
+  const auto t = now(s);
+  const auto readings = hist->samples(s.cg.id);
+  const UsageSample* ref = nullptr;
+  for (auto it = readings.rbegin(); it != readings.rend(); ++it)
+    if (it->at <= t && t - it->at >= s.watch) {
+      ref = &*it;
+      break;
+    }
+  if (!ref) return false;
+  const auto age = t - ref->at;
+  const uint64_t rise = s.usage > ref->bytes ? s.usage - ref->bytes : 0;
+  if (age > kOnsetSpan && rise > kNoiseBytes) return false;
+  double rate = static_cast<double>(rise) / std::chrono::duration<double>(age).count();
+  std::vector<std::pair<double, double>> xs;
+  for (const auto& r : readings)
+    if (r.at <= t && t - r.at <= kTrendSpan)
+      xs.emplace_back(-std::chrono::duration<double>(t - r.at).count(), static_cast<double>(r.bytes));
+  xs.emplace_back(0.0, static_cast<double>(s.usage));
+  rate = std::max(rate, growth_rate(xs));
+  if (auto p = read_psi(s.cg); p && p->some_avg10 > s.ctx.opts->shrink_pressure_threshold) return false;
+  const double window_s = std::chrono::duration<double>(s.ctx.opts->shrink_growth_window).count();
+  if (static_cast<double>(s.usage) + rate * window_s + static_cast<double>(s.headroom) > static_cast<double>(s.target))
+    return false;
+  s.history_rate = rate;
+  return true;
+}
+
 void reclaim_tick(const ShrinkPtr& s) {
   auto cur = s->cg.dir->read_u64("memory.current");
   if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", s->cg.id)));
@@ -220,7 +276,7 @@ void start_watch(const ShrinkPtr& s) {
   s->watch_t0 = now(*s);
   s->psi0 = read_psi(s->cg);
   if (s->psi0) s->some_avg10_max = s->psi0->some_avg10, s->full_avg10_max = s->psi0->full_avg10;
-  if (s->watch.count() == 0) return decide(s);
+  if (s->watch.count() == 0 || s->history_cleared) return decide(s);
   s->ctx.sched(std::min(s->ctx.opts->shrink_tick, s->watch), [s] { watch_tick(s); });
 }
 
@@ -259,7 +315,7 @@ void decide(const ShrinkPtr& s) {
   const ShrinkCgroup& t = s->cg;
   measure_psi(*s);
   if (s->some_window > s->ctx.opts->shrink_pressure_threshold) return give_up(s, refuse(*s, ShrinkWhy::Pressure));
-  const double rate = growth_rate(s->samples);
+  const double rate = std::max(growth_rate(s->samples), s->history_rate);
   // The level the trend starts from: the last sample, or what the last
   // memory.current and memory.stat read say the cgroup keeps (the
   // pre-check's bound), whichever is higher.
@@ -313,7 +369,7 @@ void record(const Shrink& s) {
   r.psi_full_avg10 = std::max(r.psi_full_avg10, s.full_avg10_max);
   r.psi_some_window = std::max(r.psi_some_window, s.some_window);
   r.psi_full_window = std::max(r.psi_full_window, s.full_window);
-  int64_t g = static_cast<int64_t>(growth_rate(s.samples));
+  int64_t g = static_cast<int64_t>(std::max(growth_rate(s.samples), s.history_rate));
   if (std::abs(g) > std::abs(r.growth_bytes_per_sec)) r.growth_bytes_per_sec = g;
 }
 
@@ -419,6 +475,8 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
     s->lag_decided = unreclaimable_floor(*s, 0) + s->headroom <= s->target;
     return s->cb(refuse(*s, ShrinkWhy::Usage));
   }
+
+  s->history_cleared = history_clears(*s);
 
   // The memory.high to come back to: a clamp a ReclaimOnly resize still
   // holds on this cgroup is not the cgroup's own value.

@@ -28,9 +28,14 @@ cgroup::EngineOptions engine_options(const Config& cfg,
 Result<std::unique_ptr<EngineActuator>> EngineActuator::create(const Config& cfg, Scheduler schedule,
                                                                sd_event* event) {
   auto formulas = std::make_shared<cgroup::WeightFormulaTracker>(cfg.weight_formula);
-  auto e = cgroup::Engine::create(engine_options(cfg, formulas, std::move(schedule), event));
+  auto history = std::make_shared<cgroup::UsageHistory>();
+  auto o = engine_options(cfg, formulas, std::move(schedule), event);
+  o.usage_history = history;
+  auto e = cgroup::Engine::create(std::move(o));
   if (!e) return wrap(e, "creating the cgroup engine");
-  return std::make_unique<EngineActuator>(std::move(*e), std::move(formulas));
+  auto a = std::make_unique<EngineActuator>(std::move(*e), std::move(formulas));
+  a->usage_history_ = std::move(history);
+  return a;
 }
 
 void EngineActuator::apply(const Actuation& a, Done done) {

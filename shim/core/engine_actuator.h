@@ -37,10 +37,14 @@ class EngineActuator : public Actuator {
   cgroup::Engine& engine() { return *engine_; }
   // The container formula in use (shared with the NRI handlers that feed it).
   const std::shared_ptr<cgroup::WeightFormulaTracker>& formulas() const { return formulas_; }
+  // Where the read-back records memory.current for the engine's shrinks
+  // (ReadBackOptions::usage_history).
+  const std::shared_ptr<cgroup::UsageHistory>& usage_history() const { return usage_history_; }
 
  private:
   std::unique_ptr<cgroup::Engine> engine_;
   std::shared_ptr<cgroup::WeightFormulaTracker> formulas_;
+  std::shared_ptr<cgroup::UsageHistory> usage_history_;
 };
 
 }  // namespace podshim::core

@@ -291,6 +291,7 @@ struct ReadBack::Impl {
     if (it == entries.end()) return;
     drop_fds(it->second);
     entries.erase(it);
+    if (opts.usage_history) opts.usage_history->forget(id);
   }
 
   void on_event(const Event& ev) {
@@ -513,6 +514,7 @@ struct ReadBack::Impl {
       return;
     }
     e.read_failing = false;
+    if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->memory_current);
     learn(id, shares, *k);
     const auto f = formula();
     ActualResources act;

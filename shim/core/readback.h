@@ -70,6 +70,9 @@ struct ReadBackOptions {
   size_t fd_cache = 256;
   // Keep each container's directory fd (benchmarks turn it off to compare).
   bool keep_dirs = true;
+  // Where each successful read's memory.current goes, for the engine's
+  // memory shrinks (EngineOptions::usage_history); null: nowhere.
+  std::shared_ptr<cgroup::UsageHistory> usage_history;
   // Rewrite the allocated values through the engine when drift is found.
   bool repair_drift = false;
   // An allocation younger than this is not judged: in NRI mode the runtime

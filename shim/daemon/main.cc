@@ -419,6 +419,7 @@ int run(Daemon& d) {
     ro.formula = d.cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
                                                                               : cgroup::WeightFormula::Quadratic;
     ro.formulas = ea->formulas();
+    ro.usage_history = ea->usage_history();
     ro.interval = d.cfg.readback_interval;
     ro.slice_budget = d.cfg.readback_slice_budget;
     ro.fd_cache = d.cfg.readback_fd_cache;

@@ -811,6 +811,125 @@ TEST_F(EngineTest, NoPressureAppliesAndReportsWhatItSaw) {
   EXPECT_GE(r->duration.count(), 2 * 5);  // watch + settle, each min(settle, timeout / 4) = 7 ms
 }
 
+// The read-back's memory.current readings from before a request stand in
+// for the watch under the clamp when they show a flat trend and ample room.
+// Each case: when (virtual time since the request) memory.max was written.
+class HistoryTest : public EngineTest {
+ protected:
+  using Clock = std::chrono::steady_clock;
+  // Shrinks `rel` (usage `now_bytes`) to `target` with `readings` (age,
+  // bytes) in the history; returns how long after the request memory.max
+  // was written, or nullopt when it was refused (`why` then says why).
+  std::optional<std::chrono::milliseconds> shrink(const std::string& rel, uint64_t now_bytes, int64_t target_bytes,
+                                                  std::vector<std::pair<std::chrono::milliseconds, uint64_t>> readings,
+                                                  bool with_history = true) {
+    const std::string id = rel.substr(rel.rfind('/') + 1);
+    tree.add(rel, std::to_string(256 * kMi), "max 100000", "100", now_bytes, now_bytes, 0);
+    if (some_avg10 > 0) tree.set_pressure(rel, 1000, 0, some_avg10, 0.0);
+    Loop loop(/*virtual_time=*/true);
+    auto history = std::make_shared<UsageHistory>();
+    const auto t0 = loop.now();
+    for (const auto& [age, bytes] : readings) history->record(id, t0 - age, bytes);
+    auto o = options();
+    o.schedule = loop.scheduler();
+    o.clock = loop.clock();
+    o.shrink_timeout = std::chrono::milliseconds(400);
+    o.settle = std::chrono::milliseconds(80);
+    o.shrink_tick = std::chrono::milliseconds(5);
+    if (with_history) o.usage_history = history;
+    std::optional<Clock::time_point> max_at;
+    hook = [&](const std::string& who, const std::string& file, const std::string&) {
+      if (who == id && file == "memory.max") max_at = loop.now();
+    };
+    auto e = engine(o);
+    PodResizeRequest req;
+    req.containers.push_back(target(id, rel, {std::nullopt, std::nullopt, std::nullopt, target_bytes}));
+    std::optional<Result<ResizeReport>> out;
+    e->resize(req, [&](Result<ResizeReport> r) { out = std::move(r); });
+    EXPECT_TRUE(loop.run([&] { return out.has_value(); }));
+    hook = nullptr;
+    if (!out || !*out) {
+      why = out ? out->error().message : "no answer";
+      return std::nullopt;
+    }
+    EXPECT_EQ(tree.get(rel, "memory.max"), std::to_string(target_bytes));
+    EXPECT_EQ(tree.get(rel, "memory.high"), "max");
+    growth = (*out)->growth_bytes_per_sec;
+    if (!max_at) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*max_at - t0);
+  }
+  std::string why;
+  int64_t growth = 0;
+  double some_avg10 = 0;  // memory.pressure's "some avg10" for the next cgroup
+};
+
+TEST_F(HistoryTest, FlatReadingsWithRoomSkipTheWatch) {
+  using std::chrono::milliseconds;
+  const uint64_t u = 30 * kMi;
+  // Flat for 12 s, the newest 2 s old: written at once.
+  auto at = shrink("kubepods/c1", u, 100 * kMi, {{milliseconds(12000), u}, {milliseconds(7000), u}, {milliseconds(2000), u}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_EQ(at->count(), 0);
+  EXPECT_EQ(growth, 0);
+  // The same cgroup and request without readings: after the watch.
+  at = shrink("kubepods/c2", u, 100 * kMi, {{milliseconds(12000), u}}, /*with_history=*/false);
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+  // Only readings younger than the watch: nothing measured over its span yet.
+  at = shrink("kubepods/c3", u, 100 * kMi, {{milliseconds(50), u}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+}
+
+TEST_F(HistoryTest, ARiseSinceTheReadingsMeansTheWatch) {
+  using std::chrono::milliseconds;
+  // 30 MiB 3 s ago, 40 MiB now: the rise may have begun just now, at any
+  // rate; the watch measures it (the cgroup is flat in it: applied).
+  auto at = shrink("kubepods/c1", 40 * kMi, 200 * kMi, {{milliseconds(6000), 30 * kMi}, {milliseconds(3000), 30 * kMi}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+  // 30 MiB half a second ago: 20 MiB/s, 100 MiB over the 5 s growth
+  // window; 40 + 100 fits under 200 MiB (at once) but not under 120 (watch).
+  at = shrink("kubepods/c2", 40 * kMi, 200 * kMi, {{milliseconds(500), 30 * kMi}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_EQ(at->count(), 0);
+  EXPECT_NEAR(static_cast<double>(growth), 20.0 * kMi, 1.0 * kMi);
+  at = shrink("kubepods/c3", 40 * kMi, 120 * kMi, {{milliseconds(500), 30 * kMi}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+  // The longer trend counts too: +2 MiB/s from 10.4 s ago until 2.4 s ago,
+  // flat since (no rise since the newest reading), a least-squares slope of
+  // about 1.6 MiB/s: 45 MiB + 8 MiB over the window fits under 60 MiB, not
+  // under 50.
+  std::vector<std::pair<milliseconds, uint64_t>> trend;
+  for (int a = 10400; a >= 2400; a -= 2000)
+    trend.emplace_back(milliseconds(a), static_cast<uint64_t>(45 * kMi - (a - 2400) * 2 * kMi / 1000));
+  trend.emplace_back(milliseconds(400), 45 * kMi);
+  at = shrink("kubepods/c4", 45 * kMi, 60 * kMi, trend);
+  ASSERT_TRUE(at) << why;
+  EXPECT_EQ(at->count(), 0);
+  EXPECT_GT(growth, 1 * kMi);
+  EXPECT_LT(growth, 5 * kMi / 2);
+  at = shrink("kubepods/c5", 45 * kMi, 50 * kMi, trend);
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+}
+
+TEST_F(HistoryTest, PressureMeansTheWatch) {
+  using std::chrono::milliseconds;
+  const uint64_t u = 30 * kMi;
+  // Stalled 35% of the last 10 s (avg10 above the 20% threshold): the watch
+  // measures whether the clamp adds to it (it does not: applied after it).
+  some_avg10 = 35.0;
+  auto at = shrink("kubepods/c1", u, 100 * kMi, {{milliseconds(7000), u}, {milliseconds(2000), u}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_GE(at->count(), 80);
+  some_avg10 = 5.0;
+  at = shrink("kubepods/c2", u, 100 * kMi, {{milliseconds(7000), u}, {milliseconds(2000), u}});
+  ASSERT_TRUE(at) << why;
+  EXPECT_EQ(at->count(), 0);
+}
+
 TEST_F(EngineTest, DefaultHeadroomRefusesAShrinkWithNoRoom) {
   EXPECT_EQ(EngineOptions{}.shrink_headroom_bytes, static_cast<uint64_t>(8 * kMi));
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 60 * kMi, 0);

@@ -219,6 +219,36 @@ TEST_F(ReadBackTest, TouchReadsAtOnce) {
   ASSERT_TRUE(store_->container("c1")->actual);
 }
 
+// Each read puts the container's memory.current into the usage history the
+// engine's shrinks look at, stamped with the read-back's clock; a removed
+// container's readings go with it.
+TEST_F(ReadBackTest, ReadsFeedTheUsageHistoryForShrinks) {
+  auto history = std::make_shared<cgroup::UsageHistory>();
+  auto o = options();
+  o.usage_history = history;
+  make(o);
+  rb_->start();
+  add_pod();
+  add_cgroup("c1", a_);
+  add_container("c1", a_);
+  tree_.set("kubepods/pod1/c1", "memory.current", std::to_string(10 * Mi));
+  loop_.advance(0ms);
+  const auto t0 = loop_.now();
+  tree_.set("kubepods/pod1/c1", "memory.current", std::to_string(12 * Mi));
+  loop_.advance(5000ms);
+  tree_.set("kubepods/pod1/c1", "memory.current", std::to_string(13 * Mi));
+  rb_->touch("c1");
+  auto h = history->samples("c1");
+  ASSERT_EQ(h.size(), 2u);  // the touch at the same instant as the pass added nothing
+  EXPECT_EQ(h[0].bytes, static_cast<uint64_t>(10 * Mi));
+  EXPECT_EQ(h[0].at, t0);
+  EXPECT_EQ(h[1].bytes, static_cast<uint64_t>(12 * Mi));
+  EXPECT_EQ(h[1].at, t0 + 5000ms);
+  ASSERT_TRUE(store_->remove_container("c1"));
+  EXPECT_TRUE(history->samples("c1").empty());
+  EXPECT_EQ(history->size(), 0u);
+}
+
 TEST_F(ReadBackTest, HandEditOfMemoryMaxIsReportedWithinOnePeriodOnce) {
   make(options());
   rb_->start();
