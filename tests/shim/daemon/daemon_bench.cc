@@ -43,6 +43,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+template <typename... A>
+std::string fmt_s(const char* f, A... a) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a...);
+  return buf;
+}
+
 struct Stats {
   double rps, median_us, p99_us;
 };
@@ -288,17 +295,21 @@ std::string request(std::string_view method, const std::string& target, std::str
   return r;
 }
 
-}  // namespace
+// One phase's figures, kept for the comparison with the baseline binary.
+struct Figure {
+  std::string section, what;
+  Stats st;
+  double server_cpu_us, client_cpu_us;
+};
 
-int main() {
-  if (!getenv("PODSHIMD")) {
-    std::fprintf(stderr, "run through meson test --benchmark\n");
-    return 77;
-  }
+// The whole run against one podshimd binary: prints its figures and
+// appends them to `figs`. Returns 0 when every request was answered right.
+int run(const std::string& binary, std::vector<Figure>& figs) {
   std::string dir = make_temp_dir();
   std::string cfg = dir + "/config.yaml";
   std::ofstream(cfg) << "log_level: warning\nnode: {allocatable: {cpu: \"100000\", memory: 10Ti}}\n";
   Daemon d(dir, {"--config", cfg});
+  d.set_binary(binary);
   std::string cg_dir;
   struct statfs sfs {};
   if (statfs("/dev/shm", &sfs) == 0 && sfs.f_type == TMPFS_MAGIC) {
@@ -334,7 +345,7 @@ int main() {
     }
   }
   long rss1 = rss_kib(d.pid());
-  std::printf("podshimd status socket, %d containers registered, fake cgroup root on %s\n", kContainers,
+  std::printf("%s: status socket, %d containers registered, fake cgroup root on %s\n", binary.c_str(), kContainers,
               cg_dir.empty() ? "the temp dir's file system (no tmpfs at /dev/shm)" : "tmpfs");
   podshim::status::ClientOptions ko;
   ko.socket_path = d.socket();
@@ -373,6 +384,11 @@ int main() {
   bool all_ok = true;
   // Runs one phase and prints its figures with the CPU time per request of
   // podshimd and of this client.
+  std::string section;
+  auto begin_section = [&](std::string title) {
+    std::printf("-- %s\n", title.c_str());
+    section = std::move(title);
+  };
   auto phase = [&](const char* what, int n, auto&& run) {
     auto mono = [] {
       timespec ts{};
@@ -392,9 +408,10 @@ int main() {
       all_ok = false;
       return;
     }
+    const double srv = static_cast<double>(s1 - s0) / 1000 / n, cli = static_cast<double>(c1 - c0) / 1000 / n;
     std::printf("%-34s %9.0f req/s  median %8.1f us  p99 %8.1f us  cpu/req podshimd %5.1f us client %5.1f us\n", what,
-                st.rps, st.median_us, st.p99_us, static_cast<double>(s1 - s0) / 1000 / n,
-                static_cast<double>(c1 - c0) / 1000 / n);
+                st.rps, st.median_us, st.p99_us, srv, cli);
+    figs.push_back({section, what, st, srv, cli});
     if (applied + in_progress > a0 + p0)
       std::printf("%-34s applied %d, in_progress %d\n", "", applied - a0, in_progress - p0);
   };
@@ -442,33 +459,33 @@ int main() {
                  resize_ok};
     };
   };
-  std::printf("-- one connection per request\n");
+  begin_section("one connection per request");
   phase("GET /healthz (baseline)", 2000, seq([&](int) { d.req("GET", "/healthz"); }));
   phase("GET /v1/containers (1000 items)", 200, seq([&](int) { bytes = d.req("GET", "/v1/containers").body.size(); }));
   phase("GET /v1/containers/{id}", 2000, seq([&](int i) { d.req("GET", "/v1/containers/c" + std::to_string(i % kContainers)); }));
-  std::printf("-- one kept-alive connection\n");
+  begin_section("one kept-alive connection");
   phase("GET /healthz (baseline)", 10000, seq([&](int) { kreq("GET", "/healthz"); }));
   phase("GET /v1/containers (1000 items)", 500, seq([&](int) { bytes = kreq("GET", "/v1/containers").body.size(); }));
   phase("GET /v1/containers/{id}", 10000, seq([&](int i) { kreq("GET", "/v1/containers/c" + std::to_string(i % kContainers)); }));
-  std::printf("-- concurrent: %d connections at once, a new connection per request\n", kConns);
+  begin_section(fmt_s("concurrent: %d connections at once, a new connection per request", kConns));
   phase("GET /healthz (baseline)", 4000, load(false, healthz(false)));
   phase("GET /v1/containers (1000 items)", 200, load(false, list(false)));
   phase("GET /v1/containers/{id}", 4000, load(false, one(false)));
-  std::printf("-- concurrent: %d kept-alive connections, %d requests in flight on each\n", kConns, kDepth);
+  begin_section(fmt_s("concurrent: %d kept-alive connections, %d requests in flight on each", kConns, kDepth));
   phase("GET /healthz (baseline)", 20000, load(true, healthz(true)));
   phase("GET /v1/containers (1000 items)", 500, load(true, list(true)));
   phase("GET /v1/containers/{id}", 20000, load(true, one(true)));
-  std::printf("-- resizes (after the reads: a resize adds the read-back to each container), one connection per request\n");
+  begin_section("resizes (after the reads: a resize adds the read-back to each container), one connection per request");
   phase("POST /v1/containers/{id}/resize", 1000, seq([&](int i) {
           count(d.req("POST", "/v1/containers/c" + std::to_string(i % kContainers) + "/resize", resize_body(i)));
         }));
-  std::printf("-- resizes, one kept-alive connection\n");
+  begin_section("resizes, one kept-alive connection");
   phase("POST /v1/containers/{id}/resize", 2000, seq([&](int i) {
           count(kreq("POST", "/v1/containers/c" + std::to_string(i % kContainers) + "/resize", resize_body(i + 1)));
         }));
-  std::printf("-- resizes, concurrent: %d connections, a new connection per request\n", kConns);
+  begin_section(fmt_s("resizes, concurrent: %d connections, a new connection per request", kConns));
   phase("POST /v1/containers/{id}/resize", 1000, load(false, resize(false, 0)));
-  std::printf("-- resizes, concurrent: %d kept-alive connections, %d in flight on each\n", kConns, kDepth);
+  begin_section(fmt_s("resizes, concurrent: %d kept-alive connections, %d in flight on each", kConns, kDepth));
   phase("POST /v1/containers/{id}/resize", 2000, load(true, resize(true, 1)));
   std::printf("  list response size: %zu bytes\n", bytes);
   // in_progress: a memory decrease settling after the reply, or a resize
@@ -485,3 +502,61 @@ int main() {
   cleanup();
   return all_ok && failed == 0 && applied + in_progress == sent ? 0 : 1;
 }
+
+std::vector<Figure> best_of(const std::vector<std::vector<Figure>>& rounds) {
+  std::vector<Figure> best = rounds.front();
+  for (const auto& r : rounds)
+    for (size_t i = 0; i < best.size() && i < r.size(); ++i) {
+      best[i].st.rps = std::max(best[i].st.rps, r[i].st.rps);
+      best[i].server_cpu_us = std::min(best[i].server_cpu_us, r[i].server_cpu_us);
+    }
+  return best;
+}
+
+}  // namespace
+
+// PODSHIMD is the binary measured. With PODSHIMD_BASELINE (an older
+// podshimd, say one built from the previous release) the same run measures
+// both, PODSHIM_BENCH_ROUNDS times each (default 2), alternating which goes
+// first, and ends with a table of ratios: the best round of each against
+// the best of the other, requests/s and podshimd's CPU per request.
+int main() {
+  const char* cur = getenv("PODSHIMD");
+  if (!cur) {
+    std::fprintf(stderr, "run through meson test --benchmark\n");
+    return 77;
+  }
+  const char* base = getenv("PODSHIMD_BASELINE");
+  const char* rounds_env = getenv("PODSHIM_BENCH_ROUNDS");
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : base ? 2 : 1;
+  std::vector<std::vector<Figure>> cur_figs, base_figs;
+  int rc = 0;
+  for (int r = 0; r < rounds; ++r) {
+    auto measure_one = [&](const char* bin, std::vector<std::vector<Figure>>& into) {
+      std::printf("\n== round %d of %d: %s%s\n", r + 1, rounds, bin, bin == base ? " (baseline)" : "");
+      std::fflush(stdout);
+      into.emplace_back();
+      if (run(bin, into.back()) != 0) rc = 1;
+    };
+    if (base && r % 2 == 0) measure_one(base, base_figs);
+    measure_one(cur, cur_figs);
+    if (base && r % 2 == 1) measure_one(base, base_figs);
+  }
+  if (!base) return rc;
+  const auto c = best_of(cur_figs), b = best_of(base_figs);
+  std::printf("\n== %s against the baseline %s (best of %d rounds each; req/s above 1x and CPU below 1x are better)\n",
+              cur, base, rounds);
+  std::printf("%-34s %11s %11s  %s\n", "", "req/s", "cpu/req", "(podshimd's CPU per request, us: measured / baseline)");
+  std::string section;
+  for (size_t i = 0; i < c.size() && i < b.size(); ++i) {
+    if (c[i].what != b[i].what) {
+      std::printf("phase %zu differs between the runs (%s / %s)\n", i, c[i].what.c_str(), b[i].what.c_str());
+      return 1;
+    }
+    if (c[i].section != section) std::printf("-- %s\n", (section = c[i].section).c_str());
+    std::printf("%-34s %10.2fx %10.2fx  (%.1f / %.1f)\n", c[i].what.c_str(), c[i].st.rps / b[i].st.rps,
+                c[i].server_cpu_us / b[i].server_cpu_us, c[i].server_cpu_us, b[i].server_cpu_us);
+  }
+  return rc;
+}
+

@@ -52,6 +52,8 @@ class Daemon {
   // The fake cgroup root elsewhere than <dir>/cg (the benchmark puts it on a
   // tmpfs, as cgroupfs is in memory); set before start().
   void set_cgroot(std::string root) { cgroot_ = std::move(root); }
+  // The podshimd to run instead of $PODSHIMD (the benchmark's baseline).
+  void set_binary(std::string bin) { bin_ = std::move(bin); }
   ~Daemon() { stop(SIGKILL); }
 
   std::string socket() const { return dir_ + "/s.sock"; }
@@ -63,8 +65,9 @@ class Daemon {
   // Starts podshimd and waits (bounded) until /healthz answers.
   bool start() {
     std::filesystem::create_directories(cgroot());
-    const char* bin = getenv("PODSHIMD");
-    if (!bin) return false;
+    const char* env = getenv("PODSHIMD");
+    const std::string bin = !bin_.empty() ? bin_ : env ? env : "";
+    if (bin.empty()) return false;
     std::vector<std::string> args = {bin, "--nri=off", "--socket", socket(), "--state-dir", state(),
                                       "--cgroup-root", cgroot()};
     // Without --config podshimd reads /etc/podshim/config.yaml, which a machine where the
@@ -124,6 +127,7 @@ class Daemon {
  private:
   std::string dir_;
   std::string cgroot_;
+  std::string bin_;
   std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };
