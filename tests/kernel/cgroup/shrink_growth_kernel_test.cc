@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +37,7 @@
 #include <gtest/gtest.h>
 
 #include "cgroup/engine.h"
+#include "cgroup/usage_history.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -149,6 +151,7 @@ struct Tally {
   int runs = 0, applied = 0, kills = 0, killed_reported = 0, kills_later = 0;
   std::map<std::string, int> refused;
   std::vector<std::string> notes;
+  std::vector<double> durations_ms;  // of the applied runs
 };
 
 class ShrinkGrowth : public ::testing::Test {
@@ -174,6 +177,15 @@ class ShrinkGrowth : public ::testing::Test {
     auto b = Engine::create(o);
     ASSERT_TRUE(b) << b.error().message;
     baseline_ = std::move(*b);
+    // As podshimd runs it: the read-back's memory.current readings in the
+    // engine's usage history (here taken by run_case before the resize).
+    o.shrink_growth_window = EngineOptions{}.shrink_growth_window;
+    o.shrink_pressure_threshold = EngineOptions{}.shrink_pressure_threshold;
+    history_ = std::make_shared<UsageHistory>();
+    o.usage_history = history_;
+    auto h = Engine::create(o);
+    ASSERT_TRUE(h) << h.error().message;
+    with_history_ = std::move(*h);
   }
   void TearDown() override { rmdir((kRoot + "/" + base_).c_str()); }
 
@@ -192,8 +204,10 @@ class ShrinkGrowth : public ::testing::Test {
     ASSERT_EQ(mount("/dev/ram0", "/mnt/pc", "ext2", 0, nullptr), 0) << strerror(errno);
   }
 
-  void run_case(const Case& c, int runs, Tally* t, bool baseline = false) {
-    Engine* engine = baseline ? baseline_.get() : engine_.get();
+  enum class Mode { Admission, Baseline, History };
+  void run_case(const Case& c, int runs, Tally* t, Mode mode = Mode::Admission) {
+    const bool baseline = mode == Mode::Baseline;
+    Engine* engine = baseline ? baseline_.get() : mode == Mode::History ? with_history_.get() : engine_.get();
     for (int i = 0; i < runs; ++i) {
       const std::string rel = base_ + "/" + c.name + "-" + std::to_string(i);
       ASSERT_EQ(mkdir((kRoot + "/" + rel).c_str(), 0755), 0) << strerror(errno);
@@ -209,6 +223,16 @@ class ShrinkGrowth : public ::testing::Test {
       req.containers.push_back(ResizeTarget{c.name, "/" + rel,
                                             {std::nullopt, std::nullopt, std::nullopt,
                                              static_cast<int64_t>(c.target_mib * kMi)}});
+      if (mode == Mode::History) {
+        // Readings every 300 ms for 0.6 s, as the read-back takes them (its
+        // period, and after each runtime event), the last just before the
+        // request.
+        for (int k = 0; k < 3; ++k) {
+          if (k) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          history_->record(c.name, std::chrono::steady_clock::now(),
+                           std::stoull(slurp(kRoot + "/" + rel + "/memory.current")));
+        }
+      }
       const size_t mib0 = mib->load();
       const uint64_t usage0 = std::stoull(slurp(kRoot + "/" + rel + "/memory.current"));
       const auto t0 = std::chrono::steady_clock::now();
@@ -239,6 +263,7 @@ class ShrinkGrowth : public ::testing::Test {
         std::this_thread::sleep_for(std::chrono::seconds(1));
         const uint64_t later = event(rel, "oom_kill") - kills0 - kills_op;
         t->kills_later += static_cast<int>(later);
+        t->durations_ms.push_back(static_cast<double>(r->duration.count()));
         t->notes.push_back(fmt::format("{} run {}: applied, real growth {:.1f} MiB/s, measured {} B/s, psi some "
                                        "{:.1f}%, {} ms, oom_kill {} (+{} in the next second)",
                                        c.name, i, rate / kMi, r->growth_bytes_per_sec, r->psi_some_window,
@@ -262,6 +287,7 @@ class ShrinkGrowth : public ::testing::Test {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
       munmap(shared, sizeof(std::atomic<size_t>));
+      history_->forget(c.name);
       // A memfd dies with its last fd; the cgroup can then go.
       for (int k = 0; k < 100 && rmdir((kRoot + "/" + rel).c_str()) != 0; ++k)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -269,7 +295,8 @@ class ShrinkGrowth : public ::testing::Test {
   }
 
   std::string base_;
-  std::unique_ptr<Engine> engine_, baseline_;
+  std::unique_ptr<Engine> engine_, baseline_, with_history_;
+  std::shared_ptr<UsageHistory> history_;
 };
 
 TEST_F(ShrinkGrowth, GrowingPageCacheAndShmemWorkloads) {
@@ -302,7 +329,7 @@ TEST_F(ShrinkGrowth, GrowingPageCacheAndShmemWorkloads) {
   // Baseline: the case (+5 MiB per 100 ms from 70 MiB, shrunk to
   // 100 MiB) with growth and pressure admission off.
   const Case bc{"baseline+5", Kind::Anon, 70, 5, 100, true};
-  ASSERT_NO_FATAL_FAILURE(run_case(bc, runs, &tallies[bc.name], /*baseline=*/true));
+  ASSERT_NO_FATAL_FAILURE(run_case(bc, runs, &tallies[bc.name], Mode::Baseline));
   {
     Tally& t = tallies[bc.name];
     std::printf("%-12s %5d %8d %8d %8d %8d %8d %6d %6d   (admission off)\n", bc.name, t.runs, t.applied,
@@ -313,6 +340,47 @@ TEST_F(ShrinkGrowth, GrowingPageCacheAndShmemWorkloads) {
   // The reclaimable case must not be refused every time: the shrink is
   // meant to work where memory can be given back.
   EXPECT_GT(tallies["pagecache"].applied + tallies["pagecache"].refused["pressure"], 0);
+}
+
+// With the read-back's readings of the cgroup before the request (as
+// podshimd gives the engine): an idle workload far below its new limit is
+// shrunk without the watch under the clamp, and every growing one is still
+// refused (run_case fails an applied run whose real growth crosses the
+// target within the window) with no kill.
+TEST_F(ShrinkGrowth, ReadingsBeforeTheRequestSkipTheWatchOnlyWithRoom) {
+  const int runs = 3;
+  const std::vector<Case> cases = {
+      {"idle", Kind::Anon, 30, 0, 100, false},
+      {"anon+1MiB", Kind::Anon, 60, 1, 100, true},
+      {"anon+5MiB", Kind::Anon, 60, 5, 100, true},
+      {"shmem+5MiB", Kind::Shmem, 40, 5, 100, true},
+  };
+  std::map<std::string, Tally> with, without;
+  for (const auto& c : cases) ASSERT_NO_FATAL_FAILURE(run_case(c, runs, &with[c.name], Mode::History));
+  ASSERT_NO_FATAL_FAILURE(run_case(cases[0], runs, &without["idle"]));
+  std::printf("\n%-12s %5s %8s %8s %8s %8s %8s %6s   (with read-back readings)\n", "case", "runs", "applied",
+              "r:growth", "r:press", "r:usage", "r:tmout", "kills");
+  for (const auto& c : cases) {
+    Tally& t = with[c.name];
+    std::printf("%-12s %5d %8d %8d %8d %8d %8d %6d\n", c.name, t.runs, t.applied, t.refused["growth"],
+                t.refused["pressure"], t.refused["usage"], t.refused["timeout"], t.kills);
+    for (const auto& n : t.notes) std::printf("  %s\n", n.c_str());
+    if (c.must_refuse) {
+      EXPECT_EQ(t.kills, 0) << c.name;
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double fast = median(with["idle"].durations_ms), slow = median(without["idle"].durations_ms);
+  std::printf("idle shrink, median ms: %.0f with readings, %.0f without (the watch: %d ms before the write)\n",
+              fast, slow, static_cast<int>(EngineOptions{}.settle.count()));
+  ASSERT_EQ(with["idle"].applied, runs);
+  ASSERT_EQ(without["idle"].applied, runs);
+  // Without readings: the watch before the write and the settle after it;
+  // with them: the settle only.
+  EXPECT_LT(fast + 0.5 * static_cast<double>(EngineOptions{}.settle.count()), slow);
 }
 
 }  // namespace
