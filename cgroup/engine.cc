@@ -573,16 +573,24 @@ struct Engine::Impl {
       q.emplace_back(Clock::now() + d, std::move(fn));
       cv.notify_one();
     }
-    void run() {
+    // False when `deadline` passed first: the callbacks still queued are
+    // dropped (they hold the op, which holds this waiter).
+    bool run(Clock::time_point deadline) {
       std::unique_lock<std::mutex> l(mu);
       while (!finished) {
+        if (Clock::now() >= deadline) {
+          auto dropped = std::move(q);
+          q.clear();
+          l.unlock();
+          return false;  // `dropped` goes here, outside the lock
+        }
         if (q.empty()) {
-          cv.wait(l);
+          cv.wait_until(l, deadline);
           continue;
         }
         auto it = std::min_element(q.begin(), q.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         if (it->first > Clock::now()) {
-          cv.wait_until(l, it->first);
+          cv.wait_until(l, std::min(it->first, deadline));
           continue;
         }
         auto fn = std::move(it->second);
@@ -591,23 +599,40 @@ struct Engine::Impl {
         fn();
         l.lock();
       }
+      return true;
     }
   };
+
+  // How long a blocking resize may take before it gives up waiting: each
+  // target's whole shrink budget and a few systemd calls, and 10 s of slack
+  // for a loaded node. An op that passes it has a bug or a hung dependency;
+  // a caller such as podshimctl must get an error, not hang.
+  ms blocking_deadline(const PodResizeRequest& req) const {
+    if (opts.blocking_deadline.count() > 0) return opts.blocking_deadline;
+    const auto targets = static_cast<int64_t>(req.containers.size() + (req.pod ? 1 : 0));
+    return (targets + 1) * (opts.shrink_timeout + 4 * opts.unit_call_timeout) + std::chrono::seconds(10);
+  }
 
   Result<ResizeReport> resize_blocking(const PodResizeRequest& req) {
     auto w = std::make_shared<InPlace>();
     auto op = std::make_shared<Op>();
     op->sched = [w](ms d, std::function<void()> fn) { w->after(d, std::move(fn)); };
     op->req = req;
-    std::optional<Result<ResizeReport>> out;
-    op->done = [w, &out](Result<ResizeReport> r) {
-      out = std::move(r);
+    auto out = std::make_shared<std::optional<Result<ResizeReport>>>();
+    op->done = [w, out](Result<ResizeReport> r) {
+      *out = std::move(r);
       std::lock_guard<std::mutex> l(w->mu);
       w->finished = true;
     };
+    const ms limit = blocking_deadline(req);
     submit(op);
-    w->run();
-    return std::move(*out);
+    if (!w->run(Clock::now() + limit))
+      return Unexpected(Error(ETIMEDOUT,
+                              fmt::format("the resize did not finish within {} ms (a memory.high clamp it left stays in "
+                                          "the clamp journal, which podshimd restores when it starts)",
+                                          limit.count()),
+                              ErrorKind::Timeout));
+    return std::move(**out);
   }
 
   // Guards the loop's callbacks against an engine destroyed before they run.

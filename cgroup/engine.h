@@ -124,6 +124,13 @@ struct EngineOptions {
   // wait of the engine.
   std::chrono::milliseconds test_pause_after_clamp{0}, test_pause_after_step{0};
 
+  // A blocking resize (no `schedule`) gives up with ErrorKind::Timeout
+  // after this long; zero: every target's shrink budget plus a few systemd
+  // calls each, plus 10 s (Engine::Impl::blocking_deadline). The abandoned
+  // op's cgroups stay busy in this engine: blocking callers are one-shot
+  // (podshimctl, tests); podshimd resizes on its loop.
+  std::chrono::milliseconds blocking_deadline{0};
+
   // Test seam: the clock the shrink measures by (its deadlines, the growth
   // rate, the pressure window), so that a test loop can run in virtual time
   // and a loaded machine cannot skew what it measures. Null: steady_clock.

@@ -930,6 +930,28 @@ TEST_F(HistoryTest, PressureMeansTheWatch) {
   EXPECT_EQ(at->count(), 0);
 }
 
+// A blocking resize that cannot finish (here: a 60 s pause after the clamp)
+// ends with a timeout error at its deadline instead of hanging its caller.
+TEST_F(EngineTest, BlockingResizeHasADeadline) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 30 * kMi, 30 * kMi, 0);
+  auto o = options();
+  o.test_pause_after_clamp = std::chrono::seconds(60);
+  o.blocking_deadline = std::chrono::milliseconds(150);
+  auto e = engine(o);
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 100 * kMi}));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = e->resize(req);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Timeout);
+  EXPECT_NE(r.error().message.find("did not finish within 150 ms"), std::string::npos) << r.error().message;
+  EXPECT_LT(took, std::chrono::seconds(10));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));  // never written
+  // The default: each target's shrink budget and systemd calls, plus slack.
+  EXPECT_EQ(EngineOptions{}.blocking_deadline.count(), 0);
+}
+
 TEST_F(EngineTest, DefaultHeadroomRefusesAShrinkWithNoRoom) {
   EXPECT_EQ(EngineOptions{}.shrink_headroom_bytes, static_cast<uint64_t>(8 * kMi));
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 60 * kMi, 60 * kMi, 0);
