@@ -282,7 +282,9 @@ const std::vector<Entry>& schema() {
                  [](const Config& c) { return show_access(c.access); }});
     v.push_back(duration_key({"http.timeout_seconds", "integer 1..3600 (s)"}, &Config::http_timeout, 1, 3600));
     v.push_back(number_key({"http.max_body_bytes", "integer 0..67108864"}, &Config::max_body_bytes, 0, 64 << 20));
-    v.push_back(number_key({"http.max_connections", "integer 1..65536"}, &Config::max_connections, 1, 65536));
+    // The status server keeps at least one connection for root besides the
+    // shared ones (shim/status/server.cc): it refuses to start below 2.
+    v.push_back(number_key({"http.max_connections", "integer 2..65536"}, &Config::max_connections, 2, 65536));
     // A watcher's queue must hold at least one large event line (a container
     // with many annotations), else every such event would drop every watcher.
     v.push_back(number_key({"http.max_watch_backlog_bytes", "integer 65536..1073741824"},

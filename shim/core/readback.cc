@@ -621,6 +621,19 @@ struct ReadBack::Impl {
   }
 };
 
+ReadBackOptions readback_options(const Config& cfg) {
+  ReadBackOptions o;
+  o.cgroup_root = cfg.cgroup_root;
+  o.driver = cfg.cgroup_driver;
+  o.formula = cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
+                                                                         : cgroup::WeightFormula::Quadratic;
+  o.interval = cfg.readback_interval;
+  o.slice_budget = cfg.readback_slice_budget;
+  o.fd_cache = cfg.readback_fd_cache;
+  o.repair_drift = cfg.repair_drift;
+  return o;
+}
+
 ReadBack::ReadBack(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<ReadBack>> ReadBack::create(Store& store, cgroup::Engine* engine, Metrics* metrics,

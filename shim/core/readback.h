@@ -41,6 +41,7 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "cgroup/engine.h"
+#include "shim/core/config.h"
 #include "shim/core/metrics.h"
 #include "shim/core/state.h"
 
@@ -86,6 +87,11 @@ struct ReadBackOptions {
   std::function<std::chrono::steady_clock::time_point()> now;
   std::function<void(log::Level, const std::string& container_id, const std::string& message)> log;
 };
+
+// podshimd's read-back options from its configuration (cgroup.root,
+// cgroup.driver, cgroup.weight_formula and readback.*). The loop, the
+// formula tracker and the usage history are the caller's to add.
+ReadBackOptions readback_options(const Config& cfg);
 
 // Runs on one thread, the daemon's loop: its store subscription is called on
 // the thread that changes the store, and it changes the store itself.

@@ -413,17 +413,9 @@ int run(Daemon& d) {
   {
     // Every container's actual values and drift, read on this loop in slices.
     auto* ea = static_cast<core::EngineActuator*>(d.actuator.get());
-    core::ReadBackOptions ro;
-    ro.cgroup_root = d.cfg.cgroup_root;
-    ro.driver = d.cfg.cgroup_driver;
-    ro.formula = d.cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
-                                                                              : cgroup::WeightFormula::Quadratic;
+    core::ReadBackOptions ro = core::readback_options(d.cfg);
     ro.formulas = ea->formulas();
     ro.usage_history = ea->usage_history();
-    ro.interval = d.cfg.readback_interval;
-    ro.slice_budget = d.cfg.readback_slice_budget;
-    ro.fd_cache = d.cfg.readback_fd_cache;
-    ro.repair_drift = d.cfg.repair_drift;
     ro.schedule = schedule;
     auto rb = core::ReadBack::create(*d.store, &ea->engine(), &d.metrics, std::move(ro));
     if (!rb) {

@@ -1,7 +1,9 @@
 // A fake systemd for the systemd driver's D-Bus calls (tests/cgroup
-// sdbus_test.cc, sdbus_bench.cc): an sd-bus server on a private unix socket,
-// in its own thread, that records each SetUnitProperties and answers it
-// after a delay, or never. And podshimd's scheduler on a private sd-event loop.
+// sdbus_test.cc, sdbus_bench.cc; podshimd itself, through
+// DBUS_SYSTEM_BUS_ADDRESS, in tests/shim/daemon): an sd-bus server on a
+// private unix socket, in its own thread, that records each
+// SetUnitProperties and answers it after a delay, or never. And podshimd's
+// scheduler on a private sd-event loop.
 #pragma once
 
 #include <poll.h>
@@ -100,6 +102,12 @@ class FakeSystemd {
 
   static int on_message(sd_bus_message* m, void* userdata, sd_bus_error*) {
     auto* self = static_cast<FakeSystemd*>(userdata);
+    // A client of the system bus (sd_bus_open_system, as podshimd's) first
+    // says Hello to the bus itself and needs a unique name back.
+    if (sd_bus_message_is_method_call(m, "org.freedesktop.DBus", "Hello")) {
+      sd_bus_reply_method_return(m, "s", ":1.1");
+      return 1;
+    }
     if (!sd_bus_message_is_method_call(m, "org.freedesktop.systemd1.Manager", "SetUnitProperties")) return 0;
     Call c;
     c.at = Clock::now();

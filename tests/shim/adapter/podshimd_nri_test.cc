@@ -81,9 +81,10 @@ class PodshimdNri : public ::testing::Test {
     sim_->on_synchronized = [this](nri::Status st) { syncs_.push_back(st); };
   }
 
-  void start_external(std::vector<std::string> extra = {}) {
+  // The runtime listens on `nri_sock` (the config's nri.socket).
+  void start_external(std::vector<std::string> extra = {}, std::string nri_sock = {}) {
     make_sim();
-    ASSERT_TRUE(sim_->listen(dir_ + "/nri.sock"));
+    ASSERT_TRUE(sim_->listen(nri_sock.empty() ? dir_ + "/nri.sock" : nri_sock));
     pid_ = fork();
     if (pid_ == 0) {
       std::vector<std::string> args = {podshimd_path(), "--config", config_};
@@ -102,6 +103,34 @@ class PodshimdNri : public ::testing::Test {
     auto r = status::http_request(o, "GET", target);
     if (!r || r->status != 200) return std::nullopt;
     return nlohmann::json::parse(r->body, nullptr, false);
+  }
+
+  // The fixture's config with `nri` and `cdi` sections of the test's own.
+  void write_config(const std::string& nri, const std::string& cdi) {
+    std::ofstream(config_) << "state_dir: " << dir_ << "/state\n"
+                           << "socket:\n  path: " << dir_ << "/podshim.sock\n"
+                           << "cgroup:\n  root: " << tree_.cg_root() << "\n  driver: cgroupfs\n"
+                           << "  shrink_timeout_ms: 50\n"
+                           << "nri:\n" << nri << "cdi:\n" << cdi;
+  }
+
+  // Creates container `id` with one CDI device annotation; the runtime's
+  // reply, or nullopt when podshimd failed the request.
+  std::optional<api::CreateContainerResponse> create_with_device(const std::string& id, const std::string& device) {
+    api::Container c = ctr_;
+    c.set_id(id);
+    c.set_name(id);
+    c.set_state(api::CONTAINER_CREATED);
+    (*c.mutable_annotations())["cdi.k8s.io/dev"] = device;
+    std::optional<nri::Status> st;
+    api::CreateContainerResponse reply;
+    sim_->create_container(pod_, c, [&](nri::Status s, api::CreateContainerResponse r) {
+      st = s;
+      reply = r;
+    });
+    EXPECT_TRUE(nri::test::run_until(loop_, [&] { return st.has_value(); }, 30));
+    if (!st || !st->ok()) return std::nullopt;
+    return reply;
   }
 
   nri::Status update(int64_t mem) {
@@ -241,6 +270,43 @@ TEST_F(PodshimdNri, ExternalPluginOverAUnixSocket) {
   int status = 0;
   ASSERT_TRUE(exited(&status, 20));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// nri.socket, nri.plugin_name and nri.plugin_index from the file: podshimd
+// connects where nri.socket says (the runtime listens nowhere else) and
+// registers under that name and index, which ExternalPluginOverAUnixSocket
+// sees at their defaults ("podshim", "10"). NRI orders plugins by index
+// (containerd/nri pkg/adaptation: plugins are sorted by their index).
+TEST_F(PodshimdNri, ConfiguredSocketNameAndIndexAreWhatTheRuntimeSees) {
+  std::filesystem::create_directories(dir_ + "/alt");
+  write_config("  socket: " + dir_ + "/alt/runtime.sock\n  plugin_name: podshim-alt\n  plugin_index: \"42\"\n",
+               "  spec_dirs: [" + dir_ + "/cdi]\n");
+  start_external({}, dir_ + "/alt/runtime.sock");
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+  EXPECT_EQ(sim_->plugin().name, "podshim-alt");
+  EXPECT_EQ(sim_->plugin().index, "42");
+}
+
+// cdi.spec_dirs from the file: a device whose spec lies in a directory it
+// names is injected; one whose spec lies only elsewhere is not.
+TEST_F(PodshimdNri, CdiSpecDirsAreWhereDevicesAreFound) {
+  const std::string named = dir_ + "/cdi-named", other = dir_ + "/cdi-other";
+  for (const auto& [d, kind, dev] : {std::tuple{named, "gpu", "gpu0"}, std::tuple{other, "nic", "nic0"}}) {
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/vendor.yaml") << "cdiVersion: 0.6.0\nkind: podshim-test.example.com/" << kind
+                                      << "\ndevices:\n- name: " << dev
+                                      << "\n  containerEdits:\n    deviceNodes:\n    - path: /dev/null\n";
+  }
+  write_config("  socket: " + dir_ + "/nri.sock\n", "  spec_dirs: [" + named + "]\n");
+  start_external();
+  ASSERT_TRUE(nri::test::run_until(loop_, [&] { return sim_->synchronized(); }, 30));
+  auto found = create_with_device("c2", "podshim-test.example.com/gpu=gpu0");
+  ASSERT_TRUE(found);
+  ASSERT_EQ(found->adjust().linux().devices_size(), 1);
+  EXPECT_EQ(found->adjust().linux().devices(0).path(), "/dev/null");
+  auto elsewhere = create_with_device("c3", "podshim-test.example.com/nic=nic0");
+  EXPECT_TRUE(!elsewhere || elsewhere->adjust().linux().devices_size() == 0)
+      << "a device from a directory cdi.spec_dirs does not name was injected";
 }
 
 // The runtime runs the hooks of an adjustment on the host, so podshimd names

@@ -110,7 +110,9 @@ TEST(Config, UnknownKeysAreNamed) {
 TEST(Config, BadValues) {
   for (const char* y : {"socket: {mode: \"0666\"}", "socket: {path: relative}", "cgroup: {driver: lxc}",
                         "cgroup: {shrink_timeout_ms: 5000}", "node: {allocatable: {cpu: lots}}",
-                        "nri: {plugin_index: 7}", "log_level: loud", "[1, 2", "hook: {strict: maybe}"}) {
+                        "nri: {plugin_index: 7}", "log_level: loud", "[1, 2", "hook: {strict: maybe}",
+                        // the status server needs one connection for root besides the shared ones
+                        "http: {max_connections: 1}"}) {
     auto r = parse_config(y, "c");
     EXPECT_FALSE(r) << y;
   }
@@ -232,6 +234,95 @@ TEST(Config, EveryKeyHasAConsumer) {
     }
     EXPECT_TRUE(std::regex_search(code, std::regex("(\\.|->)" + it->second + "\\b")))
         << k.key << " (Config::" << it->second << ") is read nowhere in shim/";
+  }
+}
+
+// Every key changes what podshimd does, and a named test proves it: it sets
+// the key to a value other than its default through the configuration (a
+// file given to podshimd with --config, or parse_config() feeding podshimd's
+// own mapping code) and asserts what that value changes. A key without a
+// row, a row for a key the schema does not have, or a row whose test is gone
+// or no longer sets the key (its leaf name as a YAML key, "leaf:", between
+// its TEST line and the next) fails here, so the table cannot rot.
+TEST(Config, EveryKeyChangesBehaviourInATest) {
+  const char* src = getenv("PODSHIM_SRC");
+  if (!src) GTEST_SKIP() << "run through meson test";
+  const std::string effect = "tests/shim/daemon/config_effect_test.cc:ConfigEffect.";
+  const std::string nri = "tests/shim/adapter/podshimd_nri_test.cc:PodshimdNri.";
+  const std::map<std::string, std::string> tested = {
+      {"log_level", effect + "LogLevelDropsLinesBelowIt"},
+      {"socket.path", effect + "SocketPathIsWhereTheSocketIs"},
+      {"socket.group", effect + "SocketGroupOwnsTheSocket"},
+      {"socket.mode", effect + "SocketModeSetsItsPermissions"},
+      {"socket.admin_group", effect + "AdminGroupMayWrite"},
+      {"access", effect + "AccessRulesReplaceTheDefaults"},
+      {"http.timeout_seconds", effect + "HttpTimeoutCutsASlowClient"},
+      {"http.max_body_bytes", effect + "MaxBodyBytesRefusesALargerBody"},
+      {"http.max_connections", effect + "MaxConnectionsRefusesTheNextOne"},
+      {"http.max_watch_backlog_bytes", effect + "WatchBacklogDropsASilentWatcher"},
+      {"http.max_watch_total_bytes", effect + "WatchTotalDropsTheFurthestBehind"},
+      {"state_dir", effect + "StateDirHoldsTheRegistrations"},
+      {"cgroup.root", effect + "CgroupRootIsWhereCgroupsAreFoundAndWritten"},
+      {"cgroup.driver", effect + "CgroupDriverSystemdRefusesACgroupfsPath"},
+      {"cgroup.weight_formula", effect + "WeightFormulaWritesItsCpuWeight"},
+      {"cgroup.shrink_timeout_ms", effect + "ShrinkTimeoutIsTheReclaimBudget"},
+      {"cgroup.shrink_headroom", effect + "ShrinkHeadroomDecidesWhetherATightShrinkIsRefused"},
+      {"cgroup.shrink_settle_ms", effect + "ShrinkSettleZeroAnswersAtOnce"},
+      {"cgroup.shrink_growth_window_ms", effect + "ShrinkGrowthWindowIsHowFarAheadGrowthCounts"},
+      {"cgroup.shrink_pressure_threshold", effect + "ShrinkPressureThresholdIsTheStallThatRefuses"},
+      // Against a stand-in for systemd on DBUS_SYSTEM_BUS_ADDRESS that never answers.
+      {"cgroup.systemd_call_timeout_ms", effect + "SystemdCallTimeoutBoundsTheWaitForSystemd"},
+      {"debug.test_pause_after_clamp_ms", effect + "TestPauseAfterClampHoldsTheClamp"},
+      {"debug.test_pause_after_step_ms", effect + "TestPauseAfterStepHoldsAMultiStepResize"},
+      {"node.allocatable.cpu", effect + "NodeAllocatableIsWhatAdmissionCounts"},
+      {"node.allocatable.memory", effect + "NodeAllocatableIsWhatAdmissionCounts"},
+      {"nri.enabled", effect + "NriEnabledFalseIsHooksOnlyMode"},
+      // podshimd as a plugin of the NRI runtime simulator (shim/nri/simulator.h).
+      {"nri.socket", nri + "ConfiguredSocketNameAndIndexAreWhatTheRuntimeSees"},
+      {"nri.plugin_name", nri + "ConfiguredSocketNameAndIndexAreWhatTheRuntimeSees"},
+      {"nri.plugin_index", nri + "ConfiguredSocketNameAndIndexAreWhatTheRuntimeSees"},
+      {"cdi.spec_dirs", nri + "CdiSpecDirsAreWhereDevicesAreFound"},
+      {"metrics.listen", effect + "MetricsListenServesMetricsOverTcp"},
+      {"metrics.max_containers", effect + "MetricsMaxContainersBoundsThePerContainerFamilies"},
+      {"readback.interval_ms", effect + "ReadbackIntervalIsThePeriodOfThePass"},
+      // A slice's length is not visible from outside podshimd: parse_config()
+      // through readback_options(), the mapping podshimd uses, on a fake clock.
+      {"readback.slice_budget_us", "tests/shim/core/readback_test.cc:ReadBackTest.SliceBudgetFromTheConfigBoundsEachSlice"},
+      {"readback.fd_cache", effect + "ReadbackFdCacheKeepsAttributeFilesOpen"},
+      {"readback.repair_drift", effect + "ReadbackRepairDriftRewritesAHandEdit"},
+  };
+  std::set<std::string> schema;
+  for (const auto& k : config_keys()) {
+    schema.insert(std::string(k.key));
+    EXPECT_TRUE(tested.count(std::string(k.key))) << k.key << ": name the test that shows what it changes";
+  }
+  for (const auto& [key, where] : tested) {
+    if (!schema.count(key)) {
+      ADD_FAILURE() << "'" << key << "' is not a key of the schema";
+      continue;
+    }
+    const size_t colon = where.find(':'), dot = where.rfind('.');
+    ASSERT_TRUE(colon != std::string::npos && dot > colon) << key << ": '" << where << "' is not FILE:Suite.Name";
+    const std::string file = where.substr(0, colon), suite = where.substr(colon + 1, dot - colon - 1),
+                      name = where.substr(dot + 1);
+    std::ifstream in(std::string(src) + "/" + file);
+    if (!in) {
+      ADD_FAILURE() << key << ": " << file << " does not exist";
+      continue;
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (!std::regex_search(text, m, std::regex("(^|\\n)TEST(_F|_P)?\\(" + suite + ", " + name + "\\)"))) {
+      ADD_FAILURE() << key << ": " << file << " has no test " << suite << "." << name;
+      continue;
+    }
+    // The body: from the TEST line to the next one (or the end of the file).
+    const size_t start = static_cast<size_t>(m.position(0) + m.length(0));
+    const size_t next = text.find("\nTEST", start);
+    const std::string body = text.substr(start, next == std::string::npos ? std::string::npos : next - start);
+    const std::string leaf = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    EXPECT_TRUE(std::regex_search(body, std::regex("\\b" + leaf + ":")))
+        << key << ": " << where << " does not set '" << leaf << ":'";
   }
 }
 

@@ -505,6 +505,36 @@ TEST_F(ReadBackTest, SlicesKeepToTheirBudget) {
   for (const auto& c : store_->containers()) EXPECT_TRUE(c.actual) << c.id;
 }
 
+// readback.slice_budget_us set in the file reaches the read-back through
+// podshimd's own mapping (readback_options): with every clock read costing
+// 100 µs of "work", a slice stops after 100 µs here, after 2000 µs by default.
+TEST_F(ReadBackTest, SliceBudgetFromTheConfigBoundsEachSlice) {
+  const std::string tree = "cgroup:\n  root: " + tree_.cg_root() + "\n  driver: cgroupfs\n";
+  auto configured = parse_config(tree + "readback:\n  slice_budget_us: 100\n", "t.yaml");
+  auto by_default = parse_config(tree, "t.yaml");
+  ASSERT_TRUE(configured) << configured.error().message;
+  ASSERT_TRUE(by_default) << by_default.error().message;
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    add_cgroup(id, a_);
+    add_container(id, a_);
+  }
+  auto first_slice = [&](const Config& c) {
+    ReadBackOptions o = readback_options(c);
+    o.now = [this] { return loop_.now(); };
+    o.log = [this](log::Level l, const std::string& id, const std::string& m) { lines_.push_back({l, id, m}); };
+    make(o);  // every container queued; no schedule: the test runs the slice
+    loop_.per_call = 100us;
+    const size_t n = rb_->run_slice();
+    loop_.per_call = 0us;
+    return n;
+  };
+  const size_t small = first_slice(*configured), large = first_slice(*by_default);
+  EXPECT_GE(small, 1u);
+  EXPECT_LE(small, 2u) << "a slice ran past readback.slice_budget_us";
+  EXPECT_GE(large, 5u * small) << "the default budget is twenty times longer";
+}
+
 TEST_F(ReadBackTest, CpuRequestUsesTheFormulaInUse) {
   auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
   auto o = options();
