@@ -10,15 +10,6 @@
 #include "cdi/requests.h"
 
 namespace podshim::adapter {
-namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 NriAdapter::NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry* registry,
                        core::Metrics* metrics, AdapterOptions opts)
@@ -156,11 +147,6 @@ void NriAdapter::sync_container(std::string_view pod_uid, const pb::ContainerVie
     ++sync_.probes;
     if (auto a = engine_->read_actual(std::string(c.cgroups_path))) learn_formula(c.id, shares, *a);
   }
-  if (engine_ && c.state == api::CONTAINER_RUNNING) {
-    bool unread = false;
-    store_.with_container(c.id, [&](const core::Container& k) { unread = !k.actual; });
-    if (unread) sync_.unread.emplace_back(std::string(c.id), 0);
-  }
 }
 
 Result<void> NriAdapter::on_synchronize_page(const pb::SynchronizeView& page, bool first,
@@ -277,17 +263,7 @@ void NriAdapter::finish_synchronize() {
   // weight_formula: auto learns from a few running containers' cpu.weight
   // (sync_container), and containers podshim has never read (it was away
   // when they started) get their actual values now, with the formula learned.
-  if (opts_.readback) {
-    opts_.readback->touch_all();
-  } else if (!sync_.unread.empty()) {
-    auto work = [this, unread = std::move(sync_.unread)] {
-      for (const auto& [id, shares] : unread) read_back_container(id, shares);
-    };
-    if (opts_.defer)
-      opts_.defer(std::move(work));
-    else
-      work();
-  }
+  if (opts_.readback) opts_.readback->touch_all();
 
   // What the runtime no longer has went away while podshim was not looking.
   std::vector<std::string> gone_ctrs, gone_pods;
@@ -435,12 +411,8 @@ void NriAdapter::update_pod_sandbox(const pb::PodSandboxView& p, const pb::Linux
   });
 }
 
-cgroup::WeightFormula NriAdapter::formula() const {
-  return opts_.formulas ? opts_.formulas->formula() : opts_.formula;
-}
-
 void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a) {
-  auto w = str::parse_u64(a.cpu_weight_raw);
+  const auto& w = a.cpu_weight;
   if (!opts_.formulas || !w || shares == 0) return;
   const auto before = opts_.formulas->learned();
   const auto vote = opts_.formulas->observe(shares, *w);
@@ -453,42 +425,6 @@ void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgrou
             "cpu.weight {} matches neither formula for {} shares (rewritten since?)", *w, shares);
 }
 
-void NriAdapter::read_back_container(const std::string& id, uint64_t shares) {
-  if (!engine_) return;
-  std::string path;  // all it needs of the container: no copy of it
-  store_.with_container(id, [&](const core::Container& c) { path = c.cgroup_path; });
-  if (path.empty()) return;
-  auto a = engine_->read_actual(path);
-  if (a && shares > 0 && opts_.formulas) learn_formula(id, shares, *a);
-  if (a) {
-    // Converted with the formula as it stands after this very sample.
-    if (auto w = str::parse_u64(a->cpu_weight_raw)) a->cpu_request_milli = cgroup::weight_to_milli_cpu(*w, formula());
-  }
-  if (!a) {
-    log::at(log::Level::Debug, {{"CONTAINER_ID", id}}, "read-back failed, ignoring: {}",
-            a.error().message);
-    return;
-  }
-  (void)store_.update_container(id, [&](core::Container& ct) {
-    core::ActualResources act;
-    act.resources.cpu_request_milli = a->cpu_request_milli;
-    // Many requests map onto one weight; when the kernel holds exactly the
-    // weight of the allocated request, that request is what it holds.
-    if (ct.allocated.cpu_request_milli &&
-        a->cpu_weight_raw ==
-            std::to_string(cgroup::milli_cpu_to_weight(*ct.allocated.cpu_request_milli, formula())))
-      act.resources.cpu_request_milli = ct.allocated.cpu_request_milli;
-    act.resources.cpu_limit_milli = a->cpu_limit_milli;
-    act.resources.memory_limit_bytes = a->memory_limit_bytes;
-    act.memory_current = a->memory_current;
-    act.oom_kill = a->oom_kill;
-    act.read_unix_ms = now_ms();
-    if (metrics_ && ct.actual && a->oom_kill > ct.actual->oom_kill)
-      metrics_->oom_kills.inc({}, static_cast<double>(a->oom_kill - ct.actual->oom_kill));
-    ct.actual = act;
-  });
-}
-
 void NriAdapter::remove_pod(std::string_view uid) {
   std::vector<std::string> ids;
   store_.for_each_container_of(uid, [&](const core::Container& k) { ids.push_back(k.id); });
@@ -498,10 +434,7 @@ void NriAdapter::remove_pod(std::string_view uid) {
 
 void NriAdapter::refresh_actual(const pb::ContainerView& ctr) {
   const uint64_t shares = ctr.resources.cpu_shares.value;
-  if (opts_.readback)
-    opts_.readback->touch(std::string(ctr.id), shares);
-  else
-    read_back_container(std::string(ctr.id), shares);
+  if (opts_.readback) opts_.readback->touch(std::string(ctr.id), shares);
 }
 
 void NriAdapter::on_ready() {

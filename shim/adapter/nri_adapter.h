@@ -31,21 +31,15 @@ namespace podshim::adapter {
 
 struct AdapterOptions {
   AdjustmentOptions adjustment;
-  // The shares→weight formula the runtime uses for containers, to report
-  // the allocated request as actual when cpu.weight matches it exactly
-  // (the weight → milliCPU inverse is not unique).
-  cgroup::WeightFormula formula = cgroup::WeightFormula::Quadratic;
   // When set (weight_formula: auto), the formula comes from here, and the
   // handlers feed it the (shares, cpu.weight) pairs they see per runtime.
   std::shared_ptr<cgroup::WeightFormulaTracker> formulas;
-  // When set, reads the kernel's values back (and judges drift) instead of
-  // read_back_container: touch() after PostStart/PostUpdateContainer,
-  // touch_all() after Synchronize.
+  // The one read-back of the daemon (actual values, drift, oom_kill): the
+  // adapter only tells it what changed, touch() after PostStart and
+  // PostUpdateContainer, touch_all() after Synchronize; it reads on the
+  // daemon's loop, outside the runtime's 2 s Synchronize budget. Null (the
+  // adapter's own tests): nothing is read back.
   core::ReadBack* readback = nullptr;
-  // Runs work after the current event has been answered (the daemon's
-  // loop); null runs it at once. Keeps cgroup read-backs out of the
-  // runtime's 2 s Synchronize budget.
-  std::function<void(std::function<void()>)> defer;
   // A pre-installed plugin's configuration arrives in Configure's `config`
   // (the conf.d drop-in); an error here fails Configure.
   std::function<Result<void>(const std::string& config)> on_config;
@@ -109,8 +103,8 @@ class NriAdapter : public nri::Handlers {
   void update_pod_sandbox(const pb::PodSandboxView& pod, const pb::LinuxResourcesView& resources,
                           nri::Respond<api::UpdatePodSandboxResponse> respond);
   void remove_pod(std::string_view uid);
-  // After the runtime started or updated a container: reads its kernel
-  // values into its actual (through the read-back when there is one).
+  // After the runtime started or updated a container: has the read-back
+  // read its kernel values into its actual.
   void refresh_actual(const pb::ContainerView& ctr);
   // Upserts the container, keeping what podshim knows that NRI does not
   // (conditions, generation, devices, labels); `take_resources` false keeps
@@ -120,10 +114,6 @@ class NriAdapter : public nri::Handlers {
   void remember(std::string_view pod_uid, const pb::ContainerView& ctr, bool take_resources,
                 bool pod_later = false);
   void remember_pod(const pb::PodSandboxView& pod);
-  // Reads the kernel's values into the container's actual; `shares` (0:
-  // unknown) is what the runtime was asked for, a sample for `formulas`.
-  void read_back_container(const std::string& id, uint64_t shares = 0);
-  cgroup::WeightFormula formula() const;
   // Feeds the formula tracker the weight the runtime wrote for a container
   // asked for `shares`.
   void learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a);
@@ -146,7 +136,6 @@ class NriAdapter : public nri::Handlers {
     // before its pod.
     std::vector<std::pair<std::string, std::string>> orphans;
     size_t probes = 0;
-    std::vector<std::pair<std::string, uint64_t>> unread;
     size_t pod_count = 0, container_count = 0;
   };
   SyncState sync_;

@@ -80,14 +80,8 @@ Result<std::unique_ptr<NriMode>> NriMode::start(sd_event* loop, const core::Conf
             m->registry_->specs().size());
 
   adapter::AdapterOptions ao;
-  ao.formula = cfg.weight_formula == cgroup::WeightFormulaSetting::Linear ? cgroup::WeightFormula::Linear
-                                                                          : cgroup::WeightFormula::Quadratic;
   ao.formulas = std::move(formulas);
   ao.readback = readback;
-  // The read-back after Synchronize runs on the next loop iteration, through
-  // the daemon's one scheduler (whose sources the loop owns, so one still
-  // pending at shutdown is freed with the loop).
-  ao.defer = [schedule](std::function<void()> work) { schedule(std::chrono::milliseconds(0), std::move(work)); };
   // The conf.d drop-in of a pre-installed plugin: the same YAML as
   // config.yaml. It is validated as a whole; what can change on a running
   // daemon (the log level) is applied, the rest needs the file and a restart.
