@@ -118,28 +118,8 @@ Result<uint64_t> CgroupDir::read_u64(std::string_view attr) const {
   return v;
 }
 
-Result<std::map<std::string, uint64_t, std::less<>>> CgroupDir::read_keyed(std::string_view attr) const {
-  auto r = read(attr);
-  if (!r) return Unexpected(r.error());
-  std::map<std::string, uint64_t, std::less<>> out;
-  for (std::string_view line : str::split(*r, '\n')) {
-    line = str::trim(line);
-    if (line.empty()) continue;
-    size_t sp = line.find(' ');
-    if (sp == std::string_view::npos) continue;
-    auto v = str::parse_u64(line.substr(sp + 1));
-    if (!v) continue;  // tolerate fields that are not plain counters
-    out.emplace(std::string(line.substr(0, sp)), *v);
-  }
-  return out;
-}
-
-Result<void> CgroupDir::read_fields(std::string_view attr, const std::string_view* keys, uint64_t* out,
-                                    size_t n) const {
-  auto r = read(attr);
-  if (!r) return Unexpected(r.error());
+void parse_fields(std::string_view text, const std::string_view* keys, uint64_t* out, size_t n) {
   std::fill(out, out + n, uint64_t{0});
-  std::string_view text = *r;
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     std::string_view line = str::trim(text.substr(0, nl));
@@ -149,11 +129,18 @@ Result<void> CgroupDir::read_fields(std::string_view attr, const std::string_vie
     const std::string_view k = line.substr(0, sp);
     for (size_t i = 0; i < n; ++i) {
       if (keys[i] != k) continue;
-      // As read_keyed: a field that is not a plain counter is left at 0.
+      // A field that is not a plain counter is left at 0.
       if (auto v = str::parse_u64(line.substr(sp + 1))) out[i] = *v;
       break;
     }
   }
+}
+
+Result<void> CgroupDir::read_fields(std::string_view attr, const std::string_view* keys, uint64_t* out,
+                                    size_t n) const {
+  auto r = read(attr);
+  if (!r) return Unexpected(r.error());
+  parse_fields(*r, keys, out, n);
   return {};
 }
 

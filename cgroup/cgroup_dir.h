@@ -16,6 +16,11 @@
 
 namespace podshim::cgroup {
 
+// The values of `keys` in the text of a "key value" file (memory.stat,
+// memory.events) into `out`, in the same order: 0 for a key the text lacks
+// or whose value is not a plain counter. The one parser of these files.
+void parse_fields(std::string_view text, const std::string_view* keys, uint64_t* out, size_t n);
+
 class CgroupDir {
  public:
   // Opens `relpath` (already validated by resolve_cgroup_path) beneath root_fd.
@@ -47,8 +52,6 @@ class CgroupDir {
   // read() with surrounding whitespace removed.
   Result<std::string> read_trimmed(std::string_view attr, Keep keep = Keep::ReadOnly) const;
   Result<uint64_t> read_u64(std::string_view attr) const;
-  // "key value" files (memory.stat, memory.events) as a map.
-  Result<std::map<std::string, uint64_t, std::less<>>> read_keyed(std::string_view attr) const;
   // The values of `keys` in a "key value" file, into `out` (same order; 0 for
   // a key the file lacks), without building a map: a resize reads
   // memory.events twice and only wants four of its counters.

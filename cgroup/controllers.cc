@@ -31,8 +31,10 @@ Props cpu_weight_properties(std::string_view v) {
 }
 Result<void> read_cpu_weight(std::string_view raw, Actual& a, WeightFormula f) {
   a.cpu_weight_raw = std::string(raw);
+  a.formula = f;
   auto w = str::parse_u64(raw);
   if (!w) return wrap(w, "cpu.weight");
+  a.cpu_weight = *w;
   a.cpu_request_milli = weight_to_milli_cpu(*w, f);
   return {};
 }

@@ -194,6 +194,11 @@ int64_t weight_to_milli_cpu(uint64_t weight, WeightFormula f) {
   return shares_to_milli_cpu(weight_to_shares(weight, f));
 }
 
+int64_t held_cpu_request(uint64_t weight, std::optional<int64_t> target_milli, WeightFormula f) {
+  if (target_milli && milli_cpu_to_weight(*target_milli, f) == weight) return *target_milli;
+  return weight_to_milli_cpu(weight, f);
+}
+
 uint64_t milli_cpu_to_quota_us(int64_t milli_cpu, uint64_t period_us) {
   if (milli_cpu <= 0) return 0;
   __int128 quota = static_cast<__int128>(milli_cpu) * period_us / kMilliCpuPerCpu;

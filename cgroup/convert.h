@@ -79,6 +79,13 @@ uint64_t milli_cpu_to_weight(int64_t milli_cpu, WeightFormula f);
 // read-back value re-applied writes the same cpu.weight again.
 int64_t weight_to_milli_cpu(uint64_t weight, WeightFormula f);
 
+// The milliCPU request a cgroup holds, read from its cpu.weight: `target`
+// (what podshim last gave it) when the weight is exactly the target's, since
+// many requests map onto one weight and the kernel holding the target's weight
+// is holding the target; otherwise weight_to_milli_cpu(). The one rule every
+// report of an actual CPU request goes through.
+int64_t held_cpu_request(uint64_t weight, std::optional<int64_t> target_milli, WeightFormula f);
+
 // MilliCPUToQuota: m*period/1000, at least 1000 µs.
 uint64_t milli_cpu_to_quota_us(int64_t milli_cpu, uint64_t period_us = kQuotaPeriodUs);
 // runc's systemd rounding: the quota per second rounded up to 10 ms, converted

@@ -150,6 +150,9 @@ struct Actual {
   uint64_t memory_current = 0, anon = 0, file = 0, shmem = 0;
   uint64_t oom = 0, oom_kill = 0, events_max = 0, events_high = 0;
   std::string cpu_weight_raw, cpu_max_raw, memory_max_raw;
+  std::optional<uint64_t> cpu_weight;  // cpu_weight_raw, parsed
+  // The shares→weight formula cpu_request_milli was converted with.
+  WeightFormula formula = WeightFormula::Quadratic;
 };
 
 // memory.max of one cgroup, read alone: one open and one read, where

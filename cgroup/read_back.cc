@@ -42,11 +42,17 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, st
   return a;
 }
 
-Result<MemoryEvents> read_memory_events(const CgroupDir& d) {
+MemoryEvents parse_memory_events(std::string_view text) {
   static constexpr std::array<std::string_view, 4> kKeys{"oom", "oom_kill", "high", "max"};
   std::array<uint64_t, 4> v{};
-  PODSHIM_TRY(d.read_fields("memory.events", kKeys, v));
+  parse_fields(text, kKeys.data(), v.data(), v.size());
   return MemoryEvents{v[0], v[1], v[2], v[3]};
+}
+
+Result<MemoryEvents> read_memory_events(const CgroupDir& d) {
+  auto text = d.read("memory.events");
+  if (!text) return Unexpected(text.error());
+  return parse_memory_events(*text);
 }
 
 }  // namespace podshim::cgroup

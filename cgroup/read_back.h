@@ -33,5 +33,8 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat = t
 // memory.events' oom, oom_kill, high and max of `d` (0 for a counter the
 // kernel does not list): read_back's, and the engine's before/after deltas.
 Result<MemoryEvents> read_memory_events(const CgroupDir& d);
+// The same counters from memory.events' text (the daemon's read-back reads
+// the file through its own kept fds).
+MemoryEvents parse_memory_events(std::string_view text);
 
 }  // namespace podshim::cgroup

@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "cgroup/path.h"
+#include "cgroup/read_back.h"
 #include "shim/core/oom_kills.h"
 
 namespace podshim::core {
@@ -104,13 +105,7 @@ Result<Kernel> parse(Raw raw) {
     if (!c) return wrap(c, "memory.current");
     k.memory_current = *c;
   }
-  if (raw[kMemEvents]) {
-    for (auto line : str::split(*raw[kMemEvents], '\n')) {
-      line = str::trim(line);
-      if (!str::starts_with(line, "oom_kill ")) continue;
-      if (auto v = str::parse_u64(str::trim(line.substr(9)))) k.oom_kill = *v;
-    }
-  }
+  if (raw[kMemEvents]) k.oom_kill = cgroup::parse_memory_events(*raw[kMemEvents]).oom_kill;
   k.raw = std::move(raw);
   return k;
 }
@@ -519,12 +514,7 @@ struct ReadBack::Impl {
     const auto f = formula();
     ActualResources act;
     if (k->weight) {
-      act.resources.cpu_request_milli = cgroup::weight_to_milli_cpu(*k->weight, f);
-      // Many requests map onto one weight; when the kernel holds exactly
-      // the weight of the allocated request, that request is what it holds.
-      const auto& want = c->kernel_target();
-      if (want.cpu_request_milli && *k->weight == cgroup::milli_cpu_to_weight(*want.cpu_request_milli, f))
-        act.resources.cpu_request_milli = want.cpu_request_milli;
+      act.resources.cpu_request_milli = cgroup::held_cpu_request(*k->weight, c->kernel_target().cpu_request_milli, f);
     }
     if (k->cpu_max && k->cpu_max->quota_us)
       act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k->cpu_max->quota_us, k->cpu_max->period_us);

@@ -64,9 +64,13 @@ Result<void> validate(const K8sResources& r) {
   return {};
 }
 
-ActualResources to_actual(const cgroup::Actual& a) {
+// What the engine read at the end of its write, as the container's (or
+// pod's) actual; `target` is what the cgroup was given, for the CPU request
+// rule that the periodic read-back applies too (held_cpu_request).
+ActualResources to_actual(const cgroup::Actual& a, std::optional<int64_t> target_cpu_request) {
   ActualResources out;
   out.resources.cpu_request_milli = a.cpu_request_milli;
+  if (a.cpu_weight) out.resources.cpu_request_milli = cgroup::held_cpu_request(*a.cpu_weight, target_cpu_request, a.formula);
   out.resources.cpu_limit_milli = a.cpu_limit_milli;
   out.resources.memory_limit_bytes = a.memory_limit_bytes;
   out.memory_current = a.memory_current;
@@ -688,7 +692,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
         c.last_outcome = std::string(to_string(ResizeOutcome::AppliedWithOomKill));
       }
       c.restart_required = false;
-      if (a) oom_kills = set_actual(c, to_actual(*a));
+      if (a) oom_kills = set_actual(c, to_actual(*a, c.allocated.cpu_request_milli));
     });
     count_oom_kills(store_, metrics_, f->pod_uid, oom_kills);
   }
@@ -697,9 +701,9 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       if (f->pod_resources) p.resources = *f->pod_resources;
       if (from_runtime) return;
       if (auto w = rep->after.find(f->pod_uid); w != rep->after.end())
-        set_pod_actual(p, to_actual(w->second));
+        set_pod_actual(p, to_actual(w->second, std::nullopt));
       else if (auto a = actuator_.read_actual(p.cgroup_path))
-        set_pod_actual(p, to_actual(*a));
+        set_pod_actual(p, to_actual(*a, std::nullopt));
     });
     // ENOENT: the pod was removed while it resized; nothing to record.
     if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f->pod_uid, stored.error().message);

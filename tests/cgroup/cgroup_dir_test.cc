@@ -55,13 +55,14 @@ TEST_F(CgroupDirTest, ReadAgainSeesWhatWasWrittenSince) {
   EXPECT_EQ(*d->read_trimmed("memory.max"), "max") << "a kept fd read at offset 0, whole";
   put("memory.max", "134217728\n");  // changed by someone else
   EXPECT_EQ(*d->read_u64("memory.max"), 134217728u);
+  constexpr std::array<std::string_view, 3> keys{"file", "shmem", "anon"};
+  std::array<uint64_t, 3> v{};
   put("memory.stat", "anon 1\nfile 2\n");
-  EXPECT_EQ(d->read_keyed("memory.stat")->at("file"), 2u);
-  put("memory.stat", "anon 3\nfile 4\nshmem 5\n");
-  auto st = d->read_keyed("memory.stat");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->size(), 3u);
-  EXPECT_EQ(st->at("shmem"), 5u);
+  ASSERT_TRUE(d->read_fields("memory.stat", keys, v));
+  EXPECT_EQ(v, (std::array<uint64_t, 3>{2, 0, 1})) << "a key the file lacks reads 0";
+  put("memory.stat", "anon 3\nfile 4\nshmem 5\nthp not-a-counter\n");
+  ASSERT_TRUE(d->read_fields("memory.stat", keys, v));
+  EXPECT_EQ(v, (std::array<uint64_t, 3>{4, 5, 3})) << "read afresh, in the keys' order";
 }
 
 TEST_F(CgroupDirTest, KeepsAtMostEightFdsAndReportsAMissingFileByName) {

@@ -214,5 +214,34 @@ TEST_F(OomKillTest, AKillBeforeAResizeIsCountedOnce) {
   expect_counted_once("after the resize");
 }
 
+// One rule for an actual CPU request, whichever path read it: many requests
+// map onto one cpu.weight, and a cgroup holding exactly the weight of the
+// request it was given is reported as holding that request. The resize's own
+// read at the end of its write and the periodic read-back must agree (they
+// once did not: the resize reported the smallest request of the weight).
+using ActualTest = OomKillTest;
+TEST_F(ActualTest, TheResizeAndTheReadBackReportOneCpuRequest) {
+  constexpr auto q = cgroup::WeightFormula::Quadratic;
+  int64_t ask = 0;  // a request that is not the smallest one of its weight
+  for (int64_t m = 251; m < 500 && !ask; ++m)
+    if (cgroup::weight_to_milli_cpu(cgroup::milli_cpu_to_weight(m, q), q) != m) ask = m;
+  ASSERT_NE(ask, 0) << "every request in 251..499m is the smallest of its weight";
+  ContainerResize req;
+  req.container_id = "c1";
+  req.resources.cpu_request_milli = ask;
+  auto r = mgr_->resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->outcome, ResizeOutcome::Applied) << r->message;
+  EXPECT_EQ(tree_.get("kubepods/pod1/c1", "cpu.weight"), std::to_string(cgroup::milli_cpu_to_weight(ask, q)));
+  auto c = store_->container("c1");
+  ASSERT_TRUE(c && c->actual);
+  EXPECT_EQ(c->actual->resources.cpu_request_milli, ask) << "the resize's read";
+  periodic();
+  c = store_->container("c1");
+  EXPECT_EQ(c->actual->resources.cpu_request_milli, ask) << "the periodic read-back";
+  rb_->touch("c1");
+  EXPECT_EQ(store_->container("c1")->actual->resources.cpu_request_milli, ask) << "the read after a runtime event";
+}
+
 }  // namespace
 }  // namespace podshim::core
