@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
     return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 ? 0 : 1;
   }
   testing::TempDir t;
-  std::string dir = t.sub("cdi");
+  std::string dir = t.dir("cdi");
   for (int i = 0; i < kSpecs; i++)
     testing::write_file(fmt::format("{}/k8s.gpu.example.com-gpu_{:04}.yaml", dir, i), claim_spec(i));
   const std::vector<std::string> names = hundred(), few = eight();

@@ -10,28 +10,12 @@
 #include <fstream>
 #include <string>
 
+#include "tests/testutil/files.h"
+
 namespace podshim::cdi::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "podshim-cdi-XXXXXX").string();
-    if (!::mkdtemp(t.data())) std::abort();
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& rel) const {
-    std::filesystem::create_directories(path_ + "/" + rel);
-    return path_ + "/" + rel;
-  }
+using TempDir = podshim::testutil::TempDir;
 
- private:
-  std::string path_;
-};
 
 inline void write_file(const std::string& path, const std::string& data, mode_t mode = 0644) {
   { std::ofstream(path, std::ios::trunc) << data; }

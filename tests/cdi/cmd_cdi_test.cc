@@ -28,7 +28,7 @@ CmdResult run(std::vector<std::string> args, const std::string& stdin_text = "")
 
 TEST(CdiCommand, ListValidateInject) {
   testing::TempDir t;
-  std::string d = t.sub("d");
+  std::string d = t.dir("d");
   testing::write_file(d + "/good.yaml", testing::simple_spec("vendor.com/gpu", {"g0", "g1"}));
   const std::string any = "--any-owner";
 

@@ -97,7 +97,7 @@ TEST_F(CdiDiff, CorpusVerdicts) {
   for (const auto& f : files) {
     SCOPED_TRACE(f);
     TempDir t;
-    std::string d = t.sub("specs");
+    std::string d = t.dir("specs");
     std::string base = f.substr(f.find('/') + 1);
     std::filesystem::copy_file(kCorpus + "/" + f, d + "/" + base);
     ::chmod((d + "/" + base).c_str(), 0644);
@@ -363,7 +363,7 @@ TEST_F(CdiDiff, Injection) {
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.name);
     TempDir t;
-    std::string etc = t.sub("etc"), run = t.sub("run");
+    std::string etc = t.dir("etc"), run = t.dir("run");
     for (const auto& [n, data] : c.etc) write_file(etc + "/" + n, data);
     for (const auto& [n, data] : c.run) write_file(run + "/" + n, data);
     write_file(t.path() + "/config.json", c.config);

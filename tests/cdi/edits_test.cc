@@ -254,7 +254,7 @@ TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
 
 TEST(CdiEdits, InjectOciEndToEndLeavesConfigAloneOnError) {
   testing::TempDir t;
-  std::string d = t.sub("d");
+  std::string d = t.dir("d");
   testing::write_file(d + "/gpu.yaml", R"(cdiVersion: 0.5.0
 kind: vendor.com/gpu
 containerEdits:

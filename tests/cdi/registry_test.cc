@@ -35,12 +35,12 @@ bool has_error(const Registry& r, const std::string& path, const std::string& ne
 
 TEST(CdiRegistry, ScanRules) {
   TempDir t;
-  std::string d = t.sub("etc");
+  std::string d = t.dir("etc");
   write_file(d + "/a.yaml", simple_spec("vendor.com/gpu", {"a"}));
   write_file(d + "/b.json", R"({"cdiVersion":"0.3.0","kind":"vendor.com/gpu","devices":[{"name":"b","containerEdits":{"env":["B=1"]}}]})");
   write_file(d + "/c.yml", simple_spec("vendor.com/gpu", {"c"}));   // not a spec extension
   write_file(d + "/d.yaml.bak", simple_spec("vendor.com/gpu", {"d"}));
-  std::string sub = t.sub("etc/nested.yaml");                         // directories are skipped
+  std::string sub = t.dir("etc/nested.yaml");                         // directories are skipped
   write_file(sub + "/e.yaml", simple_spec("vendor.com/gpu", {"e"}));
   write_file(d + "/0-broken.yaml", "kind: [\n");                     // errors don't stop the scan
   Registry r(opts({d, t.path() + "/missing"}));
@@ -59,7 +59,7 @@ TEST(CdiRegistry, ScanRules) {
 
 TEST(CdiRegistry, LaterDirectoryWinsEqualPriorityConflicts) {
   TempDir t;
-  std::string etc = t.sub("etc"), run = t.sub("run");
+  std::string etc = t.dir("etc"), run = t.dir("run");
   write_file(etc + "/x.yaml", simple_spec("vendor.com/gpu", {"over", "only-etc"}));
   write_file(run + "/y.yaml", simple_spec("vendor.com/gpu", {"over", "dup"}));
   write_file(run + "/z.yaml", simple_spec("vendor.com/gpu", {"dup", "fine"}));
@@ -82,7 +82,7 @@ TEST(CdiRegistry, LaterDirectoryWinsEqualPriorityConflicts) {
 
 TEST(CdiRegistry, DuplicateInsideOneSpecInvalidatesIt) {
   TempDir t;
-  std::string d = t.sub("d");
+  std::string d = t.dir("d");
   write_file(d + "/a.yaml", simple_spec("vendor.com/gpu", {"x", "x"}));
   Registry r(opts({d}));
   r.refresh();
@@ -92,7 +92,7 @@ TEST(CdiRegistry, DuplicateInsideOneSpecInvalidatesIt) {
 
 TEST(CdiRegistry, UnsafeFilesAreIgnoredWithAnError) {
   TempDir t;
-  std::string d = t.sub("d");
+  std::string d = t.dir("d");
   write_file(d + "/good.yaml", simple_spec("vendor.com/gpu", {"good"}));
   write_file(d + "/world.yaml", simple_spec("vendor.com/gpu", {"world"}), 0666);
   write_file(d + "/group.yaml", simple_spec("vendor.com/gpu", {"group"}), 0664);
@@ -125,7 +125,7 @@ TEST(CdiRegistry, UnsafeFilesAreIgnoredWithAnError) {
 
 TEST(CdiRegistry, ResolveMergesSpecEditsOnceInRequestOrder) {
   TempDir t;
-  std::string d = t.sub("d");
+  std::string d = t.dir("d");
   write_file(d + "/a.yaml", simple_spec("vendor.com/gpu", {"g0", "g1"}, "GPU_COMMON=1"));
   write_file(d + "/b.yaml", simple_spec("vendor.com/nic", {"n0"}, "NIC_COMMON=1"));
   Registry r(opts({d}));
@@ -147,7 +147,7 @@ TEST(CdiRegistry, ResolveMergesSpecEditsOnceInRequestOrder) {
 
 TEST(CdiRegistry, LiveRefreshThroughInotify) {
   TempDir t;
-  std::string etc = t.sub("etc");
+  std::string etc = t.dir("etc");
   std::string run = t.path() + "/run/cdi";  // does not exist yet
   Registry r(opts({etc, run}));
   int registered_fd = -1;
@@ -228,7 +228,7 @@ void expect_same_as_full_scan(const Registry& live, const RegistryOptions& o) {
 
 TEST(CdiRegistry, LiveRefreshReReadsOnlyTheChangedFile) {
   TempDir t;
-  std::string d = t.sub("etc");
+  std::string d = t.dir("etc");
   for (int i = 0; i < 40; i++)
     write_file(fmt::format("{}/s{:02}.yaml", d, i), simple_spec("vendor.com/gpu", {fmt::format("d{}", i)}));
   auto o = opts({d});
@@ -254,7 +254,7 @@ TEST(CdiRegistry, LiveRefreshReReadsOnlyTheChangedFile) {
 
 TEST(CdiRegistry, BurstOfChangesRunsOneFilePerCallback) {
   TempDir t;
-  std::string d = t.sub("etc");
+  std::string d = t.dir("etc");
   auto o = opts({d});
   Registry r(o);
   ASSERT_TRUE(r.watch(nullptr));
@@ -285,7 +285,7 @@ TEST(CdiRegistry, BurstOfChangesRunsOneFilePerCallback) {
 // and their order included.
 TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
   TempDir t;
-  std::string etc = t.sub("etc"), run = t.sub("run");
+  std::string etc = t.dir("etc"), run = t.dir("run");
   auto o = opts({etc, run});
   Registry r(o);
   ASSERT_TRUE(r.watch(nullptr));
@@ -341,7 +341,7 @@ TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
 // all in one request, and removed names must not resolve.
 TEST(CdiRegistry, ManyNamesComeAndGoThroughLiveRefresh) {
   TempDir t;
-  std::string d = t.sub("etc");
+  std::string d = t.dir("etc");
   auto o = opts({d});
   Registry r(o);
   ASSERT_TRUE(r.watch(nullptr));
@@ -383,7 +383,7 @@ TEST(CdiRegistry, ManyNamesComeAndGoThroughLiveRefresh) {
 // exactly the files that changed, one per callback, never the whole set.
 TEST(CdiRegistry, LiveRefreshParsesOnlyWhatChanged) {
   TempDir t;
-  std::string d = t.sub("run");
+  std::string d = t.dir("run");
   constexpr int kFiles = 30;
   for (int i = 0; i < kFiles; i++)
     write_file(fmt::format("{}/p{:02}.yaml", d, i), simple_spec("vendor.com/gpu", {fmt::format("p{}", i)}));

@@ -311,8 +311,7 @@ Outcome under_slow_clients(bool body, int clients) {
   o.duration = std::chrono::milliseconds(5000);
   o.drip = std::chrono::milliseconds(400);
   testing::SlowClients slow(o);
-  if (!slow.start()) return {false, "fork failed"};
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them connect
+  if (!slow.start()) return {false, "the slow clients did not start (fork failed or no connect in 10 s)"};
   auto good = testing::good_stream(daemon_->socket(), "/kubepods/burstable/podp1/c1",
                                    std::chrono::milliseconds(4000), std::chrono::milliseconds(20));
   auto r = slow.finish();
@@ -702,8 +701,7 @@ std::vector<Row> table() {
       o.duration = std::chrono::milliseconds(1500);
       o.drip = std::chrono::milliseconds(10000);  // connect, send half a head, then idle
       testing::SlowClients idle(o);
-      if (!idle.start()) return Outcome{false, "fork failed"};
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (!idle.start()) return Outcome{false, "the idle clients did not start (fork failed or no connect in 10 s)"};
       const bool ok = daemon_->healthy();
       auto r = idle.finish();
       return ok ? Outcome{true, fmt::format("idle clients did not block /healthz ({} refused: {})", r.refused_503,

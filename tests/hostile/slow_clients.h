@@ -71,15 +71,21 @@ class SlowClients {
     }
   }
 
-  // Forks the child; returns once its connections are being opened.
+  // Forks the child; returns once it has opened (or tried to open) every
+  // one of its connections and sent each its first bytes, or false when it
+  // did not get that far within 10 s. Callers need no sleep to "let them
+  // connect".
   bool start() {
-    int p[2];
+    int p[2], ready[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return false;
+    if (::pipe2(ready, O_CLOEXEC) != 0) return false;
     pid_ = ::fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
       ::close(p[0]);
+      ::close(ready[0]);
       if (::setgroups(o_.groups.size(), o_.groups.data()) != 0 || ::setgid(o_.gid) != 0 || ::setuid(o_.uid) != 0) _exit(3);
+      ready_fd_ = ready[1];
       SlowResult r = run_child();
       std::string out = std::to_string(r.connects) + " " + std::to_string(r.refused_503) + " " +
                         std::to_string(r.timed_out) + " " + std::to_string(r.other) + " " +
@@ -88,8 +94,13 @@ class SlowClients {
       _exit(0);
     }
     ::close(p[1]);
+    ::close(ready[1]);
     rfd_ = p[0];
-    return true;
+    pollfd pf{ready[0], POLLIN, 0};
+    char c = 0;
+    const bool connected = ::poll(&pf, 1, 10000) == 1 && ::read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+    return connected;
   }
 
   // Waits for the child to finish (it stops by itself after `duration`).
@@ -114,6 +125,7 @@ class SlowClients {
   }
 
  private:
+  int ready_fd_ = -1;  // the child's end of start()'s ready pipe
   using Clock = std::chrono::steady_clock;
   struct Slot {
     int fd = -1;
@@ -162,6 +174,11 @@ class SlowClients {
             const char* more = o_.body ? "x" : "X-Drip: 1\r\n";
             (void)::send(s.fd, more, std::strlen(more), MSG_NOSIGNAL);
           }
+        }
+        if (ready_fd_ >= 0) {  // the first round is out: start() may return
+          (void)!::write(ready_fd_, "r", 1);
+          ::close(ready_fd_);
+          ready_fd_ = -1;
         }
       }
       std::vector<pollfd> pf;

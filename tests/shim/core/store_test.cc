@@ -10,24 +10,14 @@
 #include "shim/core/json.h"
 #include "shim/core/json_writer.h"
 #include "shim/core/state.h"
+#include "tests/testutil/files.h"
 
 namespace podshim::core {
 namespace {
 
 namespace stdfs = std::filesystem;
+using testutil::TempDir;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/podshim-core-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { stdfs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 Container sample(std::string id) {
   Container c;

@@ -39,21 +39,17 @@
 #include "shim/status/client.h"
 #include "tests/cgroup/fake_systemd.h"
 #include "tests/shim/daemon/daemon_harness.h"
+#include "tests/testutil/files.h"
 
 namespace podshim::testing {
 namespace {
+
+using testutil::read_file;
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 constexpr uint64_t kMi = 1 << 20;
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Polls `pred` every 20 ms until it holds or `limit` passes.
 bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5000ms) {
@@ -113,7 +109,7 @@ class Podshimd {
   std::vector<std::string> env;  // NAME=VALUE, for podshimd only
 
   std::string log_path() const { return dir_ + "/daemon.log"; }
-  std::string log() const { return slurp(log_path()); }
+  std::string log() const { return read_file(log_path()); }
   pid_t pid() const { return pid_; }
 
   // Starts podshimd and waits (bounded) until /healthz answers.
@@ -551,7 +547,7 @@ TEST_F(ConfigEffect, CgroupRootIsWhereCgroupsAreFoundAndWritten) {
   ASSERT_TRUE(d->start()) << d->log();
   ASSERT_EQ(d->add("c1"), 201);
   EXPECT_EQ(d->resize("c1", R"({"limits":{"cpu":"500m"}})"), "applied");
-  EXPECT_EQ(slurp(root + "/kubepods/podp1/c1/cpu.max"), "50000 100000");
+  EXPECT_EQ(read_file(root + "/kubepods/podp1/c1/cpu.max"), "50000 100000");
 }
 
 TEST_F(ConfigEffect, CgroupDriverSystemdRefusesACgroupfsPath) {
@@ -579,8 +575,8 @@ TEST_F(ConfigEffect, WeightFormulaWritesItsCpuWeight) {
     ASSERT_EQ(p->add("c1"), 201);
     EXPECT_EQ(p->resize("c1", R"({"requests":{"cpu":"500m"}})"), "applied");
   }
-  EXPECT_EQ(slurp(def->cg("c1") + "/cpu.weight"), "59");
-  EXPECT_EQ(slurp(d->cg("c1") + "/cpu.weight"), "20");
+  EXPECT_EQ(read_file(def->cg("c1") + "/cpu.weight"), "59");
+  EXPECT_EQ(read_file(d->cg("c1") + "/cpu.weight"), "20");
 }
 
 TEST_F(ConfigEffect, ShrinkTimeoutIsTheReclaimBudget) {
@@ -599,7 +595,7 @@ TEST_F(ConfigEffect, ShrinkTimeoutIsTheReclaimBudget) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(error, m, std::regex("after reclaiming for ([0-9]+) ms"))) << error;
   EXPECT_GE(std::stol(m[1]), 1500) << error;
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(256 * kMi) + "\n");
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(256 * kMi) + "\n");
 }
 
 TEST_F(ConfigEffect, ShrinkHeadroomDecidesWhetherATightShrinkIsRefused) {
@@ -618,7 +614,7 @@ TEST_F(ConfigEffect, ShrinkHeadroomDecidesWhetherATightShrinkIsRefused) {
   EXPECT_NE(def_error.find("below current usage"), std::string::npos) << def_error;
   auto [outcome, error] = d->outcome("c1");
   EXPECT_EQ(outcome, "applied") << error;
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(64 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(64 * kMi));
 }
 
 TEST_F(ConfigEffect, ShrinkSettleZeroAnswersAtOnce) {
@@ -634,8 +630,8 @@ TEST_F(ConfigEffect, ShrinkSettleZeroAnswersAtOnce) {
   }
   EXPECT_EQ(def->resize("c1", R"({"limits":{"memory":"128Mi"}})"), "in_progress");
   EXPECT_EQ(d->resize("c1", R"({"limits":{"memory":"128Mi"}})"), "applied");
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(128 * kMi));
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.high"), "max");
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(128 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.high"), "max");
   EXPECT_EQ(def->outcome("c1").first, "applied");
 }
 
@@ -684,7 +680,7 @@ TEST_F(ConfigEffect, ShrinkGrowthWindowIsHowFarAheadGrowthCounts) {
       EXPECT_EQ(outcome, "error") << error;
       EXPECT_NE(error.find("usage grows"), std::string::npos) << error;
       EXPECT_NE(error.find("would reach the limit within 60000 ms"), std::string::npos) << error;
-      EXPECT_EQ(slurp(cg + "/memory.max"), std::to_string(256 * kMi) + "\n");
+      EXPECT_EQ(read_file(cg + "/memory.max"), std::to_string(256 * kMi) + "\n");
     }
   }
 }
@@ -748,12 +744,12 @@ TEST_F(ConfigEffect, TestPauseAfterClampHoldsTheClamp) {
   ASSERT_EQ(d->add("c1"), 201);
   const auto t0 = Clock::now();
   EXPECT_EQ(d->resize("c1", R"({"limits":{"memory":"128Mi"}})"), "in_progress");
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.high"), std::to_string(128 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.high"), std::to_string(128 * kMi));
   EXPECT_EQ(d->outcome("c1").first, "applied");
   EXPECT_GE(Clock::now() - t0, 1500ms);
   ASSERT_TRUE(d->logged_ms("c1"));
   EXPECT_GE(*d->logged_ms("c1"), 1500) << d->log();
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(128 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(128 * kMi));
 }
 
 TEST_F(ConfigEffect, TestPauseAfterStepHoldsAMultiStepResize) {
@@ -775,11 +771,11 @@ TEST_F(ConfigEffect, TestPauseAfterStepHoldsAMultiStepResize) {
   EXPECT_EQ(def->resize("c1", R"({"limits":{"memory":"512Mi"}})"), "applied");
   const auto t0 = Clock::now();
   EXPECT_EQ(d->resize("c1", R"({"limits":{"memory":"512Mi"}})"), "in_progress");
-  EXPECT_EQ(slurp(d->cgroot + "/kubepods/podp1/memory.max"), std::to_string(512 * kMi));
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(256 * kMi) + "\n");
+  EXPECT_EQ(read_file(d->cgroot + "/kubepods/podp1/memory.max"), std::to_string(512 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(256 * kMi) + "\n");
   EXPECT_EQ(d->outcome("c1").first, "applied");
   EXPECT_GE(Clock::now() - t0, 1500ms);
-  EXPECT_EQ(slurp(d->cg("c1") + "/memory.max"), std::to_string(512 * kMi));
+  EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(512 * kMi));
 }
 
 TEST_F(ConfigEffect, NodeAllocatableIsWhatAdmissionCounts) {
@@ -907,10 +903,10 @@ TEST_F(ConfigEffect, ReadbackRepairDriftRewritesAHandEdit) {
     ASSERT_EQ(p->add("c1"), 201);
     std::ofstream(p->cg("c1") + "/memory.max") << "max\n";
   }
-  EXPECT_TRUE(wait_for([&] { return slurp(d->cg("c1") + "/memory.max") == std::to_string(256 * kMi); }, 6000ms))
-      << slurp(d->cg("c1") + "/memory.max");
+  EXPECT_TRUE(wait_for([&] { return read_file(d->cg("c1") + "/memory.max") == std::to_string(256 * kMi); }, 6000ms))
+      << read_file(d->cg("c1") + "/memory.max");
   EXPECT_TRUE(wait_for([&] { return !def->container("c1")["drift"].empty(); }, 6000ms));
-  EXPECT_EQ(slurp(def->cg("c1") + "/memory.max"), "max\n");
+  EXPECT_EQ(read_file(def->cg("c1") + "/memory.max"), "max\n");
 }
 
 }  // namespace

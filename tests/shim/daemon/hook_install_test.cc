@@ -10,29 +10,17 @@
 #include <gtest/gtest.h>
 
 #include "shim/daemon/nri_glue.h"
+#include "tests/testutil/files.h"
 
 namespace podshim::daemon {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/podshim-hook-install-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using testutil::read_file;
+using testutil::TempDir;
 
 TEST(HookInstall, CopiesTheHookExecutableAndReplacesAnOldOne) {
   TempDir t;
-  const std::string src = t.path + "/image-hook", dest_dir = t.path + "/host-bin";
+  const std::string src = t.path() + "/image-hook", dest_dir = t.path() + "/host-bin";
   std::filesystem::create_directories(dest_dir);
   std::ofstream(src) << "new hook\n";
   chmod(src.c_str(), 0755);
@@ -42,7 +30,7 @@ TEST(HookInstall, CopiesTheHookExecutableAndReplacesAnOldOne) {
   auto dest = install_hook(src, dest_dir);
   ASSERT_TRUE(dest) << dest.error().message;
   EXPECT_EQ(*dest, dest_dir + "/podshim-hook");
-  EXPECT_EQ(slurp(*dest), "new hook\n");
+  EXPECT_EQ(read_file(*dest), "new hook\n");
   struct stat st;
   ASSERT_EQ(stat(dest->c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);
@@ -55,23 +43,23 @@ TEST(HookInstall, CopiesTheHookExecutableAndReplacesAnOldOne) {
 
 TEST(HookInstall, RefusesRelativeOrMissingPaths) {
   TempDir t;
-  std::ofstream(t.path + "/hook") << "x";
-  EXPECT_FALSE(install_hook(t.path + "/hook", "relative/dir"));
-  EXPECT_FALSE(install_hook(t.path + "/hook", t.path + "/no-such-dir"));
-  auto r = install_hook(t.path + "/missing", t.path);
+  std::ofstream(t.path() + "/hook") << "x";
+  EXPECT_FALSE(install_hook(t.path() + "/hook", "relative/dir"));
+  EXPECT_FALSE(install_hook(t.path() + "/hook", t.path() + "/no-such-dir"));
+  auto r = install_hook(t.path() + "/missing", t.path());
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find(t.path + "/missing"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(t.path() + "/missing"), std::string::npos) << r.error().message;
 }
 
 TEST(HookInstall, ExecutableFileMeansAnExecutableRegularFile) {
   TempDir t;
-  EXPECT_FALSE(executable_file(t.path));  // a directory passes access(X_OK)
-  EXPECT_FALSE(executable_file(t.path + "/none"));
-  std::ofstream(t.path + "/f") << "x";
-  chmod((t.path + "/f").c_str(), 0644);
-  EXPECT_FALSE(executable_file(t.path + "/f"));
-  chmod((t.path + "/f").c_str(), 0755);
-  EXPECT_TRUE(executable_file(t.path + "/f"));
+  EXPECT_FALSE(executable_file(t.path()));  // a directory passes access(X_OK)
+  EXPECT_FALSE(executable_file(t.path() + "/none"));
+  std::ofstream(t.path() + "/f") << "x";
+  chmod((t.path() + "/f").c_str(), 0644);
+  EXPECT_FALSE(executable_file(t.path() + "/f"));
+  chmod((t.path() + "/f").c_str(), 0755);
+  EXPECT_TRUE(executable_file(t.path() + "/f"));
 }
 
 }  // namespace

@@ -20,32 +20,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/testutil/files.h"
+
 namespace podshim::hook::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path() / "podshim-hook-test.XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    if (p == nullptr) std::abort();
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& rel) const { return path_ + "/" + rel; }
-  void write(const std::string& rel, const std::string& data) const {
-    std::filesystem::create_directories(std::filesystem::path(sub(rel)).parent_path());
-    std::ofstream(sub(rel), std::ios::binary) << data;
-  }
+using TempDir = podshim::testutil::TempDir;
 
- private:
-  std::string path_;
-};
 
 // A config.json with a cgroupsPath, the annotations given and linux.devices.
 inline nlohmann::json make_config(const nlohmann::json& devices = nlohmann::json::array(),
