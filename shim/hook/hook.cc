@@ -245,6 +245,7 @@ Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps
     reg.pod_namespace = who->pod_namespace;
     reg.pid = state.pid;
     reg.annotations = std::move(annotations);
+    kube_resources(cfg->resources, &reg);
     auto r = deps.registrar->register_container(reg);
     if (r) {
       out.registered = true;

@@ -46,6 +46,40 @@ Result<int64_t> opt_int(const json& obj, const char* key, std::string_view where
   return it->get<int64_t>();
 }
 
+// Optional integer member that may be absent or null (unset); `out` keeps
+// nullopt then. Refused when it is not an integer or is below `min`.
+Result<void> opt_int_into(const json& obj, const char* key, std::string_view where, int64_t min,
+                          std::optional<int64_t>* out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return {};
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
+      it->get<int64_t>() < min)
+    return fail(EINVAL, "{}: '{}' is not an integer of at least {}", where, key, min);
+  *out = it->get<int64_t>();
+  return {};
+}
+
+// linux.resources.cpu {shares, quota, period} and .memory {limit}; the rest
+// of linux.resources is the runtime's.
+Result<OciResources> parse_resources(const json& r) {
+  OciResources out;
+  if (!r.is_object()) return fail(EINVAL, "config.json: linux.resources is not an object");
+  if (auto c = r.find("cpu"); c != r.end() && !c->is_null()) {
+    if (!c->is_object()) return fail(EINVAL, "config.json: linux.resources.cpu is not an object");
+    std::optional<int64_t> shares, period;
+    PODSHIM_TRY(opt_int_into(*c, "shares", "config.json linux.resources.cpu", 0, &shares));
+    PODSHIM_TRY(opt_int_into(*c, "period", "config.json linux.resources.cpu", 0, &period));
+    PODSHIM_TRY(opt_int_into(*c, "quota", "config.json linux.resources.cpu", -1, &out.cpu_quota));
+    if (shares) out.cpu_shares = static_cast<uint64_t>(*shares);
+    if (period) out.cpu_period = static_cast<uint64_t>(*period);
+  }
+  if (auto m = r.find("memory"); m != r.end() && !m->is_null()) {
+    if (!m->is_object()) return fail(EINVAL, "config.json: linux.resources.memory is not an object");
+    PODSHIM_TRY(opt_int_into(*m, "limit", "config.json linux.resources.memory", -1, &out.memory_limit));
+  }
+  return out;
+}
+
 Result<std::map<std::string, std::string>> opt_string_map(const json& obj, const char* key,
                                                           std::string_view where) {
   std::map<std::string, std::string> out;
@@ -186,6 +220,11 @@ Result<OciConfig> parse_config(std::string_view text) {
     auto ml = opt_string(linux, "mountLabel", "config.json linux");
     if (!ml) return Unexpected(ml.error());
     cfg.mount_label = std::move(*ml);
+    if (auto r = linux.find("resources"); r != linux.end() && !r->is_null()) {
+      auto res = parse_resources(*r);
+      if (!res) return Unexpected(res.error());
+      cfg.resources = *res;
+    }
 
     if (auto d = linux.find("devices"); d != linux.end() && !d->is_null()) {
       if (!d->is_array()) return fail(EINVAL, "config.json: linux.devices is not an array");

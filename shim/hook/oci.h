@@ -53,8 +53,17 @@ struct OciMount {
 };
 
 // The part of config.json the hook acts on.
+// linux.resources' CPU and memory, as the runtime was asked to apply them
+// (the CRI's LinuxContainerResources the kubelet sent). Absent fields stay
+// unset.
+struct OciResources {
+  std::optional<uint64_t> cpu_shares, cpu_period;
+  std::optional<int64_t> cpu_quota, memory_limit;
+};
+
 struct OciConfig {
   std::string cgroups_path;  // linux.cgroupsPath, verbatim (path or systemd "slice:prefix:name")
+  OciResources resources;    // linux.resources.cpu / .memory
   std::string mount_label;   // linux.mountLabel
   std::string process_label; // process.selinuxLabel
   std::vector<OciDevice> devices;

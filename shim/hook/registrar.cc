@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/str.h"
+#include "cgroup/convert.h"
 #include "shim/status/client.h"
 
 namespace podshim::hook {
@@ -60,9 +61,28 @@ std::string registration_body(const Registration& r) {
   if (!r.name.empty()) j["name"] = r.name;
   if (!r.pod_name.empty()) j["podName"] = r.pod_name;
   if (!r.pod_namespace.empty()) j["podNamespace"] = r.pod_namespace;
+  // Quantities as the API's "resources" takes them (strings, as in a pod spec).
+  nlohmann::json res;
+  if (r.cpu_request_milli) res["requests"]["cpu"] = fmt::format("{}m", *r.cpu_request_milli);
+  if (r.cpu_limit_milli) res["limits"]["cpu"] = fmt::format("{}m", *r.cpu_limit_milli);
+  if (r.memory_limit_bytes) res["limits"]["memory"] = std::to_string(*r.memory_limit_bytes);
+  if (!res.is_null()) j["resources"] = std::move(res);
   // error_handler replace: an annotation value with invalid UTF-8 must not
   // throw out of the hook; podshimd sees U+FFFD instead.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void kube_resources(const OciResources& oci, Registration* r) {
+  // kubelet MilliCPUToShares: shares = milli * 1024 / 1000, at least 2, so 2
+  // is also what a container without a CPU request gets.
+  if (oci.cpu_shares && *oci.cpu_shares > cgroup::kMinShares)
+    r->cpu_request_milli = cgroup::shares_to_milli_cpu(*oci.cpu_shares);
+  // kubelet MilliCPUToQuota: quota = milli * period / 1000; no limit leaves
+  // the quota unset (or -1, "max").
+  if (oci.cpu_quota && *oci.cpu_quota > 0)
+    r->cpu_limit_milli = cgroup::quota_us_to_milli_cpu(static_cast<uint64_t>(*oci.cpu_quota),
+                                                       oci.cpu_period.value_or(cgroup::kQuotaPeriodUs));
+  if (oci.memory_limit && *oci.memory_limit > 0) r->memory_limit_bytes = *oci.memory_limit;
 }
 
 std::unique_ptr<Registrar> make_socket_registrar(std::string socket_path,

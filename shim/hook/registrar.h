@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
+#include "shim/hook/oci.h"
 #include "shim/core/defaults.h"
 
 namespace podshim::hook {
@@ -36,7 +38,19 @@ struct Registration {
   std::string pod_namespace;  // io.kubernetes.pod.namespace, when present
   int64_t pid = 0;
   std::map<std::string, std::string> annotations;
+  // What the kubelet allocated, as the runtime's linux.resources carry it
+  // (kube_resources()); podshimd takes it as the allocated values of a first
+  // registration: on a hooks.d node nothing else tells it.
+  std::optional<int64_t> cpu_request_milli, cpu_limit_milli, memory_limit_bytes;
 };
+
+// The Kubernetes resources behind an OCI spec's linux.resources, inverting
+// the kubelet's conversions: requests.cpu from cpu.shares (none for the
+// kubelet's minimum of 2 shares, what a container without a CPU request
+// gets), limits.cpu from quota and period (none when the quota is unset or
+// -1), limits.memory from memory.limit (none when unset, 0 or -1). Written
+// into `r`.
+void kube_resources(const OciResources& oci, Registration* r);
 
 // The JSON body of POST /v1/containers.
 std::string registration_body(const Registration& r);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/fs.h"
+#include "cgroup/convert.h"
 #include "selinux/label.h"
 #include "shim/hook/devices.h"
 #include "tests/shim/hook/fixtures.h"
@@ -375,6 +376,94 @@ TEST(Run, CreateRuntimeRegistersAndPoststopDeregisters) {
   EXPECT_EQ(reqs[1].method, "DELETE");
   EXPECT_EQ(reqs[1].target, "/v1/containers/ctr1");
   EXPECT_EQ(reqs[1].body, "");
+}
+
+// A hooks.d node has no NRI to tell podshimd what the kubelet allocated: the
+// hook reads it back from linux.resources, and what it sends is what the
+// kubelet's conversions started from (re-applying it writes the same shares
+// and quota again).
+TEST(KubeResources, InvertTheKubeletsConversions) {
+  for (int64_t milli : {1, 10, 100, 250, 333, 500, 999, 1000, 1500, 4000, 64000}) {
+    OciResources oci;
+    oci.cpu_shares = cgroup::milli_cpu_to_shares(milli);
+    oci.cpu_quota = static_cast<int64_t>(cgroup::milli_cpu_to_quota_us(milli));
+    oci.cpu_period = cgroup::kQuotaPeriodUs;
+    Registration r;
+    kube_resources(oci, &r);
+    SCOPED_TRACE(milli);
+    if (*oci.cpu_shares == cgroup::kMinShares) {
+      EXPECT_FALSE(r.cpu_request_milli) << "2 shares is what a container without a CPU request gets";
+    } else {
+      ASSERT_TRUE(r.cpu_request_milli);
+      EXPECT_EQ(cgroup::milli_cpu_to_shares(*r.cpu_request_milli), *oci.cpu_shares);
+      EXPECT_LE(*r.cpu_request_milli, milli);
+    }
+    ASSERT_TRUE(r.cpu_limit_milli);
+    EXPECT_EQ(cgroup::milli_cpu_to_quota_us(*r.cpu_limit_milli), static_cast<uint64_t>(*oci.cpu_quota));
+  }
+  OciResources oci;
+  oci.cpu_shares = 512;
+  oci.cpu_quota = 50000;
+  oci.cpu_period = 50000;  // another period: 1 CPU
+  oci.memory_limit = 256 << 20;
+  Registration r;
+  kube_resources(oci, &r);
+  EXPECT_EQ(r.cpu_request_milli, 500);
+  EXPECT_EQ(r.cpu_limit_milli, 1000);
+  EXPECT_EQ(r.memory_limit_bytes, 256 << 20);
+  for (auto none : {OciResources{}, OciResources{std::nullopt, std::nullopt, -1, -1},
+                    OciResources{0, 100000, 0, 0}, OciResources{2, std::nullopt, std::nullopt, std::nullopt}}) {
+    Registration n;
+    kube_resources(none, &n);
+    EXPECT_FALSE(n.cpu_request_milli || n.cpu_limit_milli || n.memory_limit_bytes)
+        << "unset, -1 and 0 are no request and no limit";
+  }
+}
+
+TEST(ParseConfig, ReadsTheCpuAndMemoryOfLinuxResources) {
+  json c = make_config();
+  c["linux"]["resources"] = {{"cpu", {{"shares", 512}, {"quota", 150000}, {"period", 100000}, {"cpus", "0-1"}}},
+                             {"memory", {{"limit", 268435456}, {"swap", 268435456}}},
+                             {"pids", {{"limit", 100}}}};
+  auto cfg = parse_config(c.dump());
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->resources.cpu_shares, 512u);
+  EXPECT_EQ(cfg->resources.cpu_quota, 150000);
+  EXPECT_EQ(cfg->resources.cpu_period, 100000u);
+  EXPECT_EQ(cfg->resources.memory_limit, 268435456);
+  c["linux"]["resources"] = {{"cpu", {{"quota", -1}, {"shares", nullptr}}}, {"memory", nullptr}};
+  cfg = parse_config(c.dump());
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->resources.cpu_quota, -1);
+  EXPECT_FALSE(cfg->resources.cpu_shares);
+  EXPECT_FALSE(cfg->resources.memory_limit);
+  for (json bad : {json{{"cpu", {{"shares", "512"}}}}, json{{"cpu", {{"shares", -1}}}},
+                   json{{"cpu", {{"quota", -2}}}}, json{{"memory", {{"limit", 1.5}}}}, json{{"cpu", 7}},
+                   json::array(), json{{"memory", {{"limit", 18446744073709551615ull}}}}}) {
+    c["linux"]["resources"] = bad;
+    auto r = parse_config(c.dump());
+    ASSERT_FALSE(r) << bad.dump();
+    EXPECT_NE(r.error().message.find("linux.resources"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Run, CreateRuntimeSendsWhatTheKubeletAllocated) {
+  json c = make_config();
+  c["linux"]["resources"] = {{"cpu", {{"shares", 256}, {"quota", 50000}, {"period", 100000}}},
+                             {"memory", {{"limit", 134217728}}}};
+  Bundle b(c);
+  FakeServer server(b.sock);
+  auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
+  auto root = host_root();
+  Options o;
+  auto out = run(o, make_state(b.dir.path()).dump(), {root.get(), reg.get(), nullptr});
+  ASSERT_TRUE(out) << out.error().message;
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  json body = json::parse(reqs[0].body);
+  EXPECT_EQ(body["resources"], (json{{"requests", {{"cpu", "250m"}}},
+                                     {"limits", {{"cpu", "500m"}, {"memory", "134217728"}}}}))
+      << body.dump();
 }
 
 TEST(Run, TwiceIsHarmless) {
