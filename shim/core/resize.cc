@@ -129,16 +129,6 @@ std::string_view to_string(IntentSource s) {
 
 namespace {
 
-// One container of a resize as it moves through the service.
-struct Item {
-  Container c;          // state at admission, with the new generation
-  K8sResources before;  // allocated before this resize
-  K8sResources next;    // new desired
-  ResizePolicy cpu_policy, memory_policy;
-  bool removes = false;
-  bool actuated = false;
-};
-
 std::string fmt_q(const std::optional<int64_t>& v, bool cpu) {
   if (!v) return "-";
   return cpu ? fmt::format("{}m", *v) : std::to_string(*v);
@@ -155,8 +145,55 @@ constexpr const char* kInProgressMessage = "resize in progress; its outcome foll
 
 }  // namespace
 
+// One container of a resize as it moves through the service.
+struct ResizeManager::Item {
+  Container c;          // state at admission, with the new generation
+  K8sResources before;  // allocated before this resize
+  K8sResources next;    // new desired
+  ResizePolicy cpu_policy, memory_policy;
+  bool removes = false;
+  bool actuated = false;
+};
+
+struct ResizeManager::PodView {
+  std::vector<K8sResources> before, after;  // each container's allocation
+  std::vector<NamedResources> named;        // after, by container name
+};
+
+struct ResizeManager::Pending {
+  std::string_view reason;  // kReasonDeferred or kReasonInfeasible
+  std::string message;
+};
+
+namespace {
+
+// What differs between the sources of a resize, as data. A runtime's update
+// (NRI UpdateContainer, UpdatePodSandbox) is the kubelet's decision, already
+// allocated, written by the runtime after podshim answers; a request to the
+// API is decided here as the kubelet would, and written by podshim.
+struct Origin {
+  // Decided here: nothing-to-resize refused, pod-level values merged with
+  // the known ones on a known pod with a cgroup, validation, QoS, capacity
+  // (Infeasible, Deferred), unchanged items skipped, resize policies
+  // honoured, a container without a cgroup refused, the pod cgroup planned
+  // from the store. A runtime's update is taken as it is.
+  bool admits = true;
+  // The engine's read at the end of its write is the container's actual
+  // value; a runtime's write comes after podshim answers, and is read at its
+  // PostUpdateContainer (shim/adapter).
+  bool reads_back = true;
+
+  static Origin of(IntentSource s) {
+    const bool api = s == IntentSource::Api;
+    return Origin{api, api};
+  }
+};
+
+}  // namespace
+
 struct ResizeManager::Flight {
   IntentSource source = IntentSource::Api;
+  Origin origin;
   std::string pod_uid;
   // What the resize reads of the pod, not a copy of it (its labels and
   // annotations are kilobytes on every request).
@@ -172,6 +209,10 @@ struct ResizeManager::Flight {
   std::string pod_cgroup_path;
   bool pod_planned = false;
   std::vector<Item> items;
+  std::set<std::string> ids;  // of items, to refuse one named twice
+  bool pod_resources_given = false;  // the intent sets pod-level resources
+  K8sResources pod_level;  // the pod-level resources after the request
+  K8sResources new_total;  // the pod cgroup's target
   ResizeResult result;
   bool any_restart = false, any_change = false;
   // An item asked for what an actuation still running will leave: the
@@ -261,318 +302,339 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   }
 }
 
+void ResizeManager::reject(Flight& f, Error e) {
+  Result<ResizeResult> r = Unexpected(std::move(e));
+  record(f, r);
+  f.done(std::move(r));
+}
+
+void ResizeManager::conclude(Flight& f, ResizeOutcome o, std::string msg) {
+  f.result.outcome = o;
+  f.result.message = std::move(msg);
+  Result<ResizeResult> r = f.result;
+  record(f, r);
+  f.done(std::move(r));
+}
+
+void ResizeManager::set_pending(Flight& f, const Pending& p) {
+  for (auto& it : f.items) {
+    auto& cond = it.c.conditions.pending;
+    if (!cond || cond->reason != p.reason) cond = Condition{std::string(p.reason), p.message, it.c.generation, f.now};
+    cond->message = p.message;
+    cond->observed_generation = it.c.generation;
+    it.c.last_outcome = std::string(p.reason == kReasonDeferred ? "deferred" : "infeasible");
+    if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
+  }
+}
+
 void ResizeManager::submit(ResizeIntent intent, Done done) {
   auto f = std::make_shared<Flight>();
   f->source = intent.source;
+  f->origin = Origin::of(intent.source);
   f->pod_uid = intent.pod_uid;
   f->done = std::move(done);
-  const bool from_runtime = intent.source != IntentSource::Api;
-  auto reject = [&](Error e) {
-    Result<ResizeResult> r = Unexpected(std::move(e));
-    record(*f, r);
-    f->done(std::move(r));
-  };
-  auto outcome = [&](ResizeOutcome o, std::string msg) {
-    f->result.outcome = o;
-    f->result.message = std::move(msg);
-    Result<ResizeResult> r = f->result;
-    record(*f, r);
-    f->done(std::move(r));
-  };
+  if (auto p = plan(intent, *f); !p) return reject(*f, std::move(p).error());
+  new_generation(intent, *f);
+  if (f->origin.admits) {
+    auto verdict = admit(*f);
+    if (!verdict) return reject(*f, std::move(verdict).error());
+    if (*verdict) {
+      set_pending(*f, **verdict);
+      return conclude(*f, (*verdict)->reason == kReasonDeferred ? ResizeOutcome::Deferred : ResizeOutcome::Infeasible,
+                      (*verdict)->message);
+    }
+  } else if (intent.pod_resources) {
+    f->new_total = *intent.pod_resources;
+  }
+  auto act = allocate(*f);
+  if (!act) return reject(*f, std::move(act).error());
+  launch(f, std::move(*act));
+}
 
+Result<void> ResizeManager::plan(const ResizeIntent& intent, Flight& f) {
   // 0. The request itself.
-  if (!intent.pod_uid.empty()) {
-    if (auto v = validate_id("pod uid", intent.pod_uid); !v) return reject(v.error());
-  }
-  if (intent.source == IntentSource::Api && !intent.pod_resources && intent.containers.empty())
-    return reject(Error{EINVAL, "nothing to resize"});
-
-  // 1. Plan: the new spec of every container in the request, validated.
-  std::set<std::string> seen;
-  for (const auto& r : intent.containers) {
-    if (!seen.insert(r.container_id).second)
-      return reject(Error{EINVAL, fmt::format("container '{}' appears twice in one resize", r.container_id)});
-    auto c = store_.container(r.container_id);
-    if (!c) return reject(Error{ENOENT, fmt::format("no container '{}'", r.container_id)});
-    if (!intent.pod_uid.empty() && c->pod_uid != intent.pod_uid)
-      return reject(Error{EINVAL, fmt::format("container '{}' belongs to pod '{}', not '{}'", r.container_id,
-                                              c->pod_uid, intent.pod_uid)});
-    Item it;
-    it.before = allocation(*c);
-    it.next = merge(c->desired, r.resources, r.remove);
-    it.cpu_policy = r.cpu_policy.value_or(c->cpu_policy);
-    it.memory_policy = r.memory_policy.value_or(c->memory_policy);
-    it.c = std::move(*c);  // the store's copy is the item's: no second copy
-    it.c.allocated = it.before;
-    // Values the kernel would refuse are refused before anything is recorded.
-    auto v = validate(it.next);
-    if (v) v = cgroup::check_kernel_limits(it.next);
-    if (!v) return reject(std::move(v).error().wrap(fmt::format("container '{}'", it.c.id)));
-    // Removing a request or limit that is allocated can never be honoured.
-    const auto& a = it.before;
-    it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) ||
-                 (a.cpu_limit_milli && !it.next.cpu_limit_milli) ||
-                 (a.memory_request_bytes && !it.next.memory_request_bytes) ||
-                 (a.memory_limit_bytes && !it.next.memory_limit_bytes);
-    f->items.push_back(std::move(it));
-  }
+  if (!intent.pod_uid.empty()) PODSHIM_TRY(validate_id("pod uid", intent.pod_uid));
+  if (f.origin.admits && !intent.pod_resources && intent.containers.empty())
+    return fail(EINVAL, "nothing to resize");
+  // 1. The new spec of every container in the request, validated.
+  for (const auto& r : intent.containers) PODSHIM_TRY(plan_container(intent, r, f));
+  // The pod: its facts, and its pod-level resources when the intent sets them.
   const std::string& pod_uid = intent.pod_uid;
-  if (!pod_uid.empty()) {
-    store_.with_pod(pod_uid, [&](const Pod& p) { f->pod.emplace(Flight::PodFacts{p.resources, p.cgroup_path, p.source}); });
-  }
-  if (f->pod) f->pod_before = f->pod->resources;
-  f->pod_cgroup_path = !intent.pod_cgroup_path.empty() ? intent.pod_cgroup_path
-                       : f->pod                        ? f->pod->cgroup_path
-                                                       : std::string();
+  if (!pod_uid.empty())
+    store_.with_pod(pod_uid, [&](const Pod& p) { f.pod.emplace(Flight::PodFacts{p.resources, p.cgroup_path, p.source}); });
+  if (f.pod) f.pod_before = f.pod->resources;
+  f.pod_cgroup_path = !intent.pod_cgroup_path.empty() ? intent.pod_cgroup_path
+                      : f.pod                         ? f.pod->cgroup_path
+                                                      : std::string();
   if (intent.pod_resources) {
-    if (auto v = validate(*intent.pod_resources); !v)
-      return reject(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
-    if (!from_runtime) {
-      if (!f->pod) return reject(Error{ENOENT, fmt::format("no pod '{}' known with a cgroup to resize", pod_uid)});
-      if (f->pod->cgroup_path.empty())
-        return reject(Error{EINVAL, fmt::format("pod '{}' has no cgroup path to resize", pod_uid)});
+    if (auto v = validate(*intent.pod_resources); !v) return Unexpected(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
+    if (f.origin.admits) {
+      if (!f.pod) return fail(ENOENT, "no pod '{}' known with a cgroup to resize", pod_uid);
+      if (f.pod->cgroup_path.empty()) return fail(EINVAL, "pod '{}' has no cgroup path to resize", pod_uid);
     }
     if (auto v = cgroup::check_kernel_limits(*intent.pod_resources); !v)
-      return reject(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
+      return Unexpected(std::move(v).error().wrap(fmt::format("pod '{}'", pod_uid)));
   }
-  // The pod-level resources after an API request; values not given keep
-  // theirs. A runtime's UpdatePodSandbox carries the whole sandbox spec.
-  K8sResources pod_level = f->pod ? f->pod->resources : K8sResources{};
-  if (intent.pod_resources) pod_level = from_runtime ? *intent.pod_resources : merge(pod_level, *intent.pod_resources, {});
-  auto& items = f->items;
+  // The pod-level resources after the request: an API request's values not
+  // given keep theirs; a runtime's UpdatePodSandbox carries the whole spec.
+  f.pod_level = f.pod ? f.pod->resources : K8sResources{};
+  if (intent.pod_resources)
+    f.pod_level = f.origin.admits ? merge(f.pod_level, *intent.pod_resources, {}) : *intent.pod_resources;
+  f.pod_resources_given = intent.pod_resources.has_value();
+  return {};
+}
 
-  // 2. Generation: every request is a new generation of each container's spec,
-  // recorded with the new desired values whatever the outcome.
-  for (auto& it : items) {
+Result<void> ResizeManager::plan_container(const ResizeIntent& intent, const ContainerResize& r, Flight& f) {
+  if (!f.ids.insert(r.container_id).second)
+    return fail(EINVAL, "container '{}' appears twice in one resize", r.container_id);
+  auto c = store_.container(r.container_id);
+  if (!c) return fail(ENOENT, "no container '{}'", r.container_id);
+  if (!intent.pod_uid.empty() && c->pod_uid != intent.pod_uid)
+    return fail(EINVAL, "container '{}' belongs to pod '{}', not '{}'", r.container_id, c->pod_uid, intent.pod_uid);
+  Item it;
+  it.before = allocation(*c);
+  it.next = merge(c->desired, r.resources, r.remove);
+  it.cpu_policy = r.cpu_policy.value_or(c->cpu_policy);
+  it.memory_policy = r.memory_policy.value_or(c->memory_policy);
+  it.c = std::move(*c);  // the store's copy is the item's: no second copy
+  it.c.allocated = it.before;
+  // Values the kernel would refuse are refused before anything is recorded.
+  auto v = validate(it.next);
+  if (v) v = cgroup::check_kernel_limits(it.next);
+  if (!v) return Unexpected(std::move(v).error().wrap(fmt::format("container '{}'", it.c.id)));
+  // Removing a request or limit that is allocated can never be honoured.
+  const auto& a = it.before;
+  it.removes = (a.cpu_request_milli && !it.next.cpu_request_milli) || (a.cpu_limit_milli && !it.next.cpu_limit_milli) ||
+               (a.memory_request_bytes && !it.next.memory_request_bytes) ||
+               (a.memory_limit_bytes && !it.next.memory_limit_bytes);
+  f.items.push_back(std::move(it));
+  return {};
+}
+
+// 2. Generation: every request is a new generation of each container's spec,
+// recorded with the new desired values whatever the outcome.
+void ResizeManager::new_generation(const ResizeIntent& intent, Flight& f) {
+  for (auto& it : f.items) {
     if (intent.bump_generation) it.c.generation++;
     it.c.desired = it.next;
     it.c.cpu_policy = it.cpu_policy;
     it.c.memory_policy = it.memory_policy;
-    f->result.generations[it.c.id] = it.c.generation;
+    f.result.generations[it.c.id] = it.c.generation;
   }
+}
 
-  auto set_pending = [&](std::string_view reason, const std::string& msg) {
-    for (auto& it : items) {
-      auto& p = it.c.conditions.pending;
-      if (!p || p->reason != reason) p = Condition{std::string(reason), msg, it.c.generation, f->now};
-      p->message = msg;
-      p->observed_generation = it.c.generation;
-      it.c.last_outcome = std::string(reason == kReasonDeferred ? "deferred" : "infeasible");
-      if (auto r = store_.upsert_container(it.c); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
-    }
-  };
-
-  K8sResources new_total;
-  if (!from_runtime) {
-    // 3. The pod as it would be: siblings keep their allocated resources.
-    // Only what admission reads of each sibling, not a copy of every
-    // container of the pod (its conditions, annotations, actual values).
-    std::vector<K8sResources> old_pod, new_pod;
-    std::vector<NamedResources> new_named;
-    if (!pod_uid.empty()) {
-      store_.for_each_container_of(pod_uid, [&](const Container& s) {
-        old_pod.push_back(allocation(s));
-        auto fi = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.c.id == s.id; });
-        new_pod.push_back(fi != items.end() ? fi->next : old_pod.back());
-        new_named.push_back({s.name.empty() ? s.id : s.name, new_pod.back()});
-      });
-    }
-    if (old_pod.empty()) {
-      for (const auto& it : items) {
-        old_pod.push_back(it.c.allocated);
-        new_pod.push_back(it.next);
-        new_named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
-      }
-    }
-    // What the apiserver refuses for pod-level resources (a container limit
-    // above the pod's, requests adding up to more than the pod's) is an
-    // invalid request (Kubernetes pkg/apis/core/validation/validation.go),
-    // refused before anything is recorded. A pod learned over NRI carries the runtime's sandbox totals (CRI
-    // LinuxPodSandboxConfig.resources, "the sum of container resources"), not
-    // necessarily a pod-level spec: only pod-level values podshim was given
-    // are validated as such.
-    if (f->pod && (f->pod->source != Source::Nri || intent.pod_resources))
-      if (auto v = validate_pod_level(pod_level, new_named); !v) return reject(v.error());
-
-    // 4. Infeasible: removals, QoS change, more than the node has.
-    for (const auto& it : items) {
-      if (it.removes) {
-        auto msg = fmt::format("container '{}': resource requests and limits cannot be removed", it.c.id);
-        set_pending(kReasonInfeasible, msg);
-        return outcome(ResizeOutcome::Infeasible, msg);
-      }
-    }
-    // The QoS class follows from what is allocated now; the runtime's label on
-    // the pod (if any) is not consulted because hook-registered pods lack one.
-    QosClass old_qos = compute_qos(old_pod);
-    QosClass new_qos = compute_qos(new_pod);
-    bool any_allocated = std::any_of(old_pod.begin(), old_pod.end(), [](const K8sResources& r) {
-      return r.cpu_request_milli || r.cpu_limit_milli || r.memory_request_bytes || r.memory_limit_bytes;
+// The pod as it is and as it would be: the siblings keep what they are
+// allocated. Only what admission reads of each sibling, not a copy of every
+// container of the pod (its conditions, annotations, actual values).
+ResizeManager::PodView ResizeManager::pod_view(const Flight& f) const {
+  PodView v;
+  if (!f.pod_uid.empty()) {
+    store_.for_each_container_of(f.pod_uid, [&](const Container& s) {
+      v.before.push_back(allocation(s));
+      auto fi = std::find_if(f.items.begin(), f.items.end(), [&](const Item& i) { return i.c.id == s.id; });
+      v.after.push_back(fi != f.items.end() ? fi->next : v.before.back());
+      v.named.push_back({s.name.empty() ? s.id : s.name, v.after.back()});
     });
-    if ((f->pod || any_allocated) && new_qos != old_qos) {
-      auto msg = fmt::format("Pod QOS Class may not change as a result of resizing ({} -> {})", to_string(old_qos),
-                             to_string(new_qos));
-      set_pending(kReasonInfeasible, msg);
-      return outcome(ResizeOutcome::Infeasible, msg);
-    }
-    // The pod cgroup as the kubelet derives it: the pod-level values where
-    // set, the containers' aggregate otherwise (admission.h
-    // pod_cgroup_target), so a container resize never rewrites pod-level
-    // limits.
-    new_total = pod_cgroup_target(pod_level, new_pod);
-    K8sResources old_total = pod_cgroup_target(f->pod ? f->pod->resources : K8sResources{}, old_pod);
-    if (f->pod)
-      if (auto v = cgroup::check_kernel_limits(new_total); !v)
-        return reject(std::move(v).error().wrap(fmt::format("pod '{}' cgroup", pod_uid)));
-    if (!intent.pod_resources) f->pod_before = old_total;
-    const int64_t cpu_need = eff_cpu_req(new_total), mem_need = eff_mem_req(new_total);
-    if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
-      bool mem = mem_need > allocatable_.memory_bytes;
-      // The kubelet's wording (pkg/kubelet/kubelet.go canResizePod).
-      auto msg = fmt::format("Node didn't have enough capacity: {}, requested: {}, capacity: {}",
-                             mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
-                             mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
-      set_pending(kReasonInfeasible, msg);
-      return outcome(ResizeOutcome::Infeasible, msg);
-    }
-
-    // 5. Deferred: an increase that does not fit next to what the other pods
-    // hold (their allocated requests). Decreases are always admitted.
-    if (cpu_need > eff_cpu_req(old_total) || mem_need > eff_mem_req(old_total)) {
-      int64_t cpu_used = 0, mem_used = 0;
-      store_.for_each_container([&](const Container& c) {
-        if (c.pod_uid == pod_uid && !pod_uid.empty()) return;
-        if (pod_uid.empty() && seen.count(c.id)) return;
-        cpu_used += eff_cpu_req(allocation(c));
-        mem_used += eff_mem_req(allocation(c));
-      });
-      bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
-      bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
-      if (mem || cpu) {
-        auto msg = fmt::format("Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
-                               mem ? "memory" : "cpu", mem ? mem_need : cpu_need, mem ? mem_used : cpu_used,
-                               mem ? allocatable_.memory_bytes : allocatable_.cpu_milli);
-        set_pending(kReasonDeferred, msg);
-        return outcome(ResizeOutcome::Deferred, msg);
-      }
-    }
-  } else if (intent.pod_resources) {
-    new_total = *intent.pod_resources;
   }
+  if (v.before.empty()) {
+    for (const auto& it : f.items) {
+      v.before.push_back(it.c.allocated);
+      v.after.push_back(it.next);
+      v.named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
+    }
+  }
+  return v;
+}
 
-  // 6. Admitted: allocate. A changed resource whose policy is
-  // RestartContainer makes the container restart-required; RestartContainer
-  // wins when cpu and memory disagree (KEP-1287 §Container Resize Policy).
-  // The runtime's updates are already the kubelet's decision: applied as is.
+// 3-5: what the kubelet decides before it allocates (pkg/kubelet/kubelet.go
+// canResizePod): an invalid request is an error, one that can never fit is
+// Infeasible, an increase that does not fit next to the other pods now is
+// Deferred. Sets f.new_total, the pod cgroup's target.
+Result<std::optional<ResizeManager::Pending>> ResizeManager::admit(Flight& f) {
+  const PodView v = pod_view(f);
+  auto shape = check_shape(f, v);
+  if (!shape || *shape) return shape;
+  return check_capacity(f, v);
+}
+
+Result<std::optional<ResizeManager::Pending>> ResizeManager::check_shape(const Flight& f, const PodView& v) const {
+  // What the apiserver refuses for pod-level resources (a container limit
+  // above the pod's, requests adding up to more than the pod's) is an invalid
+  // request (Kubernetes pkg/apis/core/validation/validation.go), refused
+  // before anything is recorded. A pod learned over NRI carries the runtime's
+  // sandbox totals (CRI LinuxPodSandboxConfig.resources, "the sum of
+  // container resources"), not necessarily a pod-level spec: only pod-level
+  // values podshim was given are validated as such.
+  if (f.pod && (f.pod->source != Source::Nri || f.pod_resources_given))
+    PODSHIM_TRY(validate_pod_level(f.pod_level, v.named));
+  for (const auto& it : f.items) {
+    if (it.removes)
+      return Pending{kReasonInfeasible,
+                     fmt::format("container '{}': resource requests and limits cannot be removed", it.c.id)};
+  }
+  // The QoS class follows from what is allocated now; the runtime's label on
+  // the pod (if any) is not consulted because hook-registered pods lack one.
+  const QosClass old_qos = compute_qos(v.before), new_qos = compute_qos(v.after);
+  const bool any_allocated = std::any_of(v.before.begin(), v.before.end(), [](const K8sResources& r) {
+    return r.cpu_request_milli || r.cpu_limit_milli || r.memory_request_bytes || r.memory_limit_bytes;
+  });
+  if ((f.pod || any_allocated) && new_qos != old_qos)
+    return Pending{kReasonInfeasible, fmt::format("Pod QOS Class may not change as a result of resizing ({} -> {})",
+                                                  to_string(old_qos), to_string(new_qos))};
+  return std::optional<Pending>{};
+}
+
+Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(Flight& f, const PodView& v) {
+  // The pod cgroup as the kubelet derives it: the pod-level values where
+  // set, the containers' aggregate otherwise (admission.h
+  // pod_cgroup_target), so a container resize never rewrites pod-level
+  // limits.
+  f.new_total = pod_cgroup_target(f.pod_level, v.after);
+  const K8sResources old_total = pod_cgroup_target(f.pod ? f.pod->resources : K8sResources{}, v.before);
+  if (f.pod)
+    if (auto k = cgroup::check_kernel_limits(f.new_total); !k)
+      return Unexpected(std::move(k).error().wrap(fmt::format("pod '{}' cgroup", f.pod_uid)));
+  if (!f.pod_resources_given) f.pod_before = old_total;
+  const int64_t cpu_need = eff_cpu_req(f.new_total), mem_need = eff_mem_req(f.new_total);
+  if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
+    const bool mem = mem_need > allocatable_.memory_bytes;
+    // The kubelet's wording (pkg/kubelet/kubelet.go canResizePod).
+    return Pending{kReasonInfeasible, fmt::format("Node didn't have enough capacity: {}, requested: {}, capacity: {}",
+                                                  mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
+                                                  mem ? allocatable_.memory_bytes : allocatable_.cpu_milli)};
+  }
+  // Decreases are always admitted.
+  if (cpu_need <= eff_cpu_req(old_total) && mem_need <= eff_mem_req(old_total)) return std::optional<Pending>{};
+  // An increase that does not fit next to what the other pods hold (their
+  // allocated requests) waits.
+  int64_t cpu_used = 0, mem_used = 0;
+  store_.for_each_container([&](const Container& c) {
+    if (!f.pod_uid.empty() ? c.pod_uid == f.pod_uid : f.ids.count(c.id) > 0) return;
+    cpu_used += eff_cpu_req(allocation(c));
+    mem_used += eff_mem_req(allocation(c));
+  });
+  const bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
+  const bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
+  if (!mem && !cpu) return std::optional<Pending>{};
+  return Pending{kReasonDeferred, fmt::format("Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
+                                              mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
+                                              mem ? mem_used : cpu_used,
+                                              mem ? allocatable_.memory_bytes : allocatable_.cpu_milli)};
+}
+
+// 6. Admitted: allocate. A changed resource whose policy is RestartContainer
+// makes the container restart-required; RestartContainer wins when cpu and
+// memory disagree (KEP-1287 §Container Resize Policy). The runtime's updates
+// are already the kubelet's decision: applied as is.
+Result<Actuation> ResizeManager::allocate(Flight& f) {
   Actuation act;
-  act.source = intent.source;
-  for (auto& it : items) {
+  act.source = f.source;
+  for (auto& it : f.items) {
     it.c.conditions.pending.reset();
-    bool cpu_changed = cpu_differs(it.c.allocated, it.next);
-    bool mem_changed = mem_differs(it.c.allocated, it.next);
+    auto target = allocate_container(f, it);
+    if (!target) return Unexpected(std::move(target).error());
+    if (*target) act.plan.containers.push_back(std::move(**target));
+  }
+  const bool pod_changes =
+      f.origin.admits ? f.pod && !f.pod->cgroup_path.empty() &&
+                            (f.pod_resources_given ? (cpu_differs(f.pod->resources, f.pod_level) ||
+                                                      mem_differs(f.pod->resources, f.pod_level))
+                                                   : !act.plan.containers.empty())
+                      : f.pod_resources_given && !f.pod_cgroup_path.empty();
+  if (pod_changes) {
+    act.plan.pod = cgroup::ResizeTarget{f.pod_uid, f.pod_cgroup_path, f.new_total};
+    if (f.pod_resources_given) f.pod_resources = f.pod_level;
+    f.pod_target = f.new_total;
+    f.pod_planned = true;
+    if (f.origin.admits || cpu_differs(f.pod_before, f.new_total) || mem_differs(f.pod_before, f.new_total))
+      f.any_change = true;
+  }
+  if (f.pod_resources_given && f.pod) {
+    // The pod-level values are the new spec whatever the actuation says.
+    // ENOENT: the pod was removed meanwhile, and there is nothing to record.
+    if (auto r = store_.update_pod(f.pod_uid, [&](Pod& p) { p.resources = f.pod_level; });
+        !r && r.error().code != ENOENT)
+      log::warn("storing pod {}: {}", f.pod_uid, r.error().message);
+  }
+  return act;
+}
+
+// One container of step 6: its target for the engine, or nullopt when
+// nothing is written (unchanged, joining a running actuation, restart
+// required, or a runtime's container without a cgroup yet).
+Result<std::optional<cgroup::ResizeTarget>> ResizeManager::allocate_container(Flight& f, Item& it) {
+  const std::optional<cgroup::ResizeTarget> none;
+  bool cpu_changed = cpu_differs(it.c.allocated, it.next);
+  bool mem_changed = mem_differs(it.c.allocated, it.next);
+  if (f.origin.admits && !cpu_changed && !mem_changed) {
+    if (running_.count(it.c.id)) {
+      // What a running actuation will leave: its outcome is this one's (the
+      // container keeps last_outcome "in_progress" until it lands).
+      f.joins_running = true;
+      return none;
+    }
     // The values of an actuation that failed or was refused are allocated
     // but not in the kernel: asked for again, they are actuated again (the
     // kubelet retries while allocated and actuated differ), not "unchanged".
-    const bool retry = !from_runtime && !cpu_changed && !mem_changed && it.c.actuated &&
-                       !it.c.restart_required && !running_.count(it.c.id);
-    if (retry) {
+    if (it.c.actuated && !it.c.restart_required) {
       cpu_changed = cpu_differs(*it.c.actuated, it.next);
       mem_changed = mem_differs(*it.c.actuated, it.next);
     }
-    if (!from_runtime && !cpu_changed && !mem_changed) {
-      if (running_.count(it.c.id)) {
-        // What a running actuation will leave: its outcome is this one's
-        // (the container keeps last_outcome "in_progress" until it lands).
-        f->joins_running = true;
-        continue;
-      }
+    if (!cpu_changed && !mem_changed) {
       it.c.conditions.in_progress.reset();
       it.c.last_outcome = "unchanged";
-      continue;
+      return none;
     }
-    if (cpu_changed || mem_changed) f->any_change = true;
-    it.c.allocated = it.next;
-    if (!from_runtime && ((cpu_changed && it.cpu_policy == ResizePolicy::RestartContainer) ||
+  }
+  if (cpu_changed || mem_changed) f.any_change = true;
+  it.c.allocated = it.next;
+  if (f.origin.admits && ((cpu_changed && it.cpu_policy == ResizePolicy::RestartContainer) ||
                           (mem_changed && it.memory_policy == ResizePolicy::RestartContainer))) {
-      f->any_restart = true;
-      it.c.restart_required = true;
-      it.c.last_outcome = "restart_required";
-      // Nothing is actuated: the kernel keeps the values before until the
-      // container's owner restarts it. podshim never restarts a container,
-      // so no PodResizeInProgress stands for it (that would count as in
-      // progress for ever); restartRequired says what waits.
-      if (!it.c.actuated) it.c.actuated = it.before;
-      if (*it.c.actuated == it.c.allocated) it.c.actuated.reset();
-      it.c.conditions.in_progress.reset();
-      continue;
-    }
-    if (it.c.cgroup_path.empty()) {
-      if (from_runtime) continue;  // no cgroup (yet): the runtime's write is all there is
-      return reject(Error{EINVAL, fmt::format("container '{}' has no cgroup path to resize", it.c.id)});
-    }
-    act.plan.containers.push_back(cgroup::ResizeTarget{it.c.id, it.c.cgroup_path, it.next});
-    it.actuated = true;
+    f.any_restart = true;
+    it.c.restart_required = true;
+    it.c.last_outcome = "restart_required";
+    // Nothing is actuated: the kernel keeps the values before until the
+    // container's owner restarts it. podshim never restarts a container, so
+    // no PodResizeInProgress stands for it (that would count as in progress
+    // for ever); restartRequired says what waits.
+    if (!it.c.actuated) it.c.actuated = it.before;
+    if (*it.c.actuated == it.c.allocated) it.c.actuated.reset();
+    it.c.conditions.in_progress.reset();
+    return none;
   }
-  bool pod_changes = false;
-  if (from_runtime) {
-    pod_changes = intent.pod_resources && !f->pod_cgroup_path.empty();
-  } else {
-    pod_changes = f->pod && !f->pod->cgroup_path.empty() &&
-                  (intent.pod_resources ? (cpu_differs(f->pod->resources, pod_level) ||
-                                           mem_differs(f->pod->resources, pod_level))
-                                        : !act.plan.containers.empty());
+  if (it.c.cgroup_path.empty()) {
+    // A runtime's container with no cgroup (yet): the runtime's write is all there is.
+    if (!f.origin.admits) return none;
+    return fail(EINVAL, "container '{}' has no cgroup path to resize", it.c.id);
   }
-  if (pod_changes) {
-    act.plan.pod = cgroup::ResizeTarget{pod_uid, f->pod_cgroup_path, new_total};
-    if (intent.pod_resources) f->pod_resources = pod_level;
-    f->pod_target = new_total;
-    f->pod_planned = true;
-    if (!from_runtime || cpu_differs(f->pod_before, new_total) || mem_differs(f->pod_before, new_total))
-      f->any_change = true;
-  }
-  if (intent.pod_resources && f->pod) {
-    // The pod-level values are the new spec whatever the actuation says.
-    // ENOENT: the pod was removed meanwhile, and there is nothing to record.
-    if (auto r = store_.update_pod(pod_uid, [&](Pod& p) { p.resources = pod_level; }); !r && r.error().code != ENOENT)
-      log::warn("storing pod {}: {}", pod_uid, r.error().message);
-  }
+  it.actuated = true;
+  return std::optional(cgroup::ResizeTarget{it.c.id, it.c.cgroup_path, it.next});
+}
 
-  const bool actuate = !act.plan.containers.empty() || act.plan.pod;
-  auto store_pending = [&] {
-    for (auto& it : items) {
-      Container stored = it.c;
-      if (it.actuated) {
-        // Allocated when the actuation has run (it sees the values before).
-        stored.allocated = it.before;
-        stored.last_outcome = "in_progress";
-        // The one time PodResizeInProgress has no reason: while this
-        // actuation runs (KEP-1287 §Resize Status). finish() replaces it.
-        stored.conditions.in_progress = Condition{"", kInProgressMessage, it.c.generation, f->now};
-      }
-      if (auto r = store_.upsert_container(stored); !r)
-        log::warn("storing container {}: {}", it.c.id, r.error().message);
-    }
-  };
-  if (!actuate) {
-    f->inline_phase = true;
-    return finish(f, cgroup::ResizeReport{});
-  }
+// Hands the plan to the actuator. Its completion may come at once (then
+// finish() has run when apply() returns) or later, from the loop: then the
+// containers are stored as in progress meanwhile.
+void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
   f->inline_phase = true;
+  if (act.plan.containers.empty() && !act.plan.pod) return finish(f, cgroup::ResizeReport{});
   actuator_.apply(act, [this, f](Result<cgroup::ResizeReport> rep) { finish(f, std::move(rep)); });
   if (f->finished) return;
   f->inline_phase = false;
-  for (const auto& it : items) {
-    if (!it.actuated) continue;
-    Running& r = running_[it.c.id];
-    r.target = it.next;
-    r.count++;
+  for (auto& it : f->items) {
+    Container stored = it.c;
+    if (it.actuated) {
+      Running& r = running_[it.c.id];
+      r.target = it.next;
+      r.count++;
+      // Allocated when the actuation has run (it sees the values before).
+      stored.allocated = it.before;
+      stored.last_outcome = "in_progress";
+      // The one time PodResizeInProgress has no reason: while this actuation
+      // runs (KEP-1287 §Resize Status). finish() replaces it.
+      stored.conditions.in_progress = Condition{"", kInProgressMessage, it.c.generation, f->now};
+    }
+    if (auto r = store_.upsert_container(stored); !r) log::warn("storing container {}: {}", it.c.id, r.error().message);
   }
-  store_pending();  // completes later, from the loop
-}
-
-const K8sResources& ResizeManager::allocation(const Container& c) const {
-  auto r = running_.find(c.id);
-  return r != running_.end() ? r->second.target : c.allocated;
 }
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
@@ -583,109 +645,100 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       auto r = running_.find(it.c.id);
       if (r != running_.end() && --r->second.count <= 0) running_.erase(r);
     }
-  }
-  // Applies `fn` to the container: to the state in hand when the actuation
-  // completed inside submit() (one store write per resize), else to the
-  // stored one (it may have changed meanwhile; gone: nothing to record).
-  // The state in hand is moved into the store, not copied (a container is
-  // a few hundred bytes of strings and maps, once per UpdateContainer):
-  // after this only record() reads an item's container, and only its id.
-  auto store_moved = [&](Item& it) {
-    std::string id = it.c.id;
-    if (auto r = store_.upsert_container(std::move(it.c)); !r) log::warn("storing container {}: {}", id, r.error().message);
-    it.c.id = std::move(id);
-  };
-  auto change = [&](Item& it, const std::function<void(Container&)>& fn) {
-    if (f->inline_phase) {
-      fn(it.c);
-      store_moved(it);
-    } else if (auto r = store_.update_container(it.c.id, fn); !r && r.error().code != ENOENT) {
-      // ENOENT: the container was removed while it resized; nothing to record.
-      log::warn("storing container {}: {}", it.c.id, r.error().message);
-    }
-  };
-  if (f->inline_phase) {
+  } else {
     // The containers not actuated are stored as admitted.
     for (auto& it : f->items)
-      if (!it.actuated) store_moved(it);
+      if (!it.actuated) store_item(*f, it);
   }
-  auto& result = f->result;
+  if (!rep) return finish_failed(*f, rep.error());
+  finish_applied(*f, *rep);
+}
+
+// The state in hand is moved into the store, not copied (a container is a
+// few hundred bytes of strings and maps, once per UpdateContainer): after
+// this only record() reads an item's container, and only its id.
+void ResizeManager::store_item(Flight&, Item& it) {
+  std::string id = it.c.id;
+  if (auto r = store_.upsert_container(std::move(it.c)); !r) log::warn("storing container {}: {}", id, r.error().message);
+  it.c.id = std::move(id);
+}
+
+// Applies `fn` to the container: to the state in hand when the actuation
+// completed inside submit() (one store write per resize), else to the stored
+// one (it may have changed meanwhile; gone: nothing to record).
+void ResizeManager::change_item(Flight& f, Item& it, const std::function<void(Container&)>& fn) {
+  if (f.inline_phase) {
+    fn(it.c);
+    return store_item(f, it);
+  }
+  // ENOENT: the container was removed while it resized; nothing to record.
+  if (auto r = store_.update_container(it.c.id, fn); !r && r.error().code != ENOENT)
+    log::warn("storing container {}: {}", it.c.id, r.error().message);
+}
+
+void ResizeManager::finish_failed(Flight& f, const Error& e) {
+  if (metrics_ && e.kind == ErrorKind::ShrinkRefused) {
+    metrics_->shrinks_refused.inc();
+    const auto* why = e.payload_as<cgroup::ShrinkRefusal>();
+    metrics_->shrink_refusals.inc({{"why", std::string(why ? shrink_why_name(why->why) : "usage")}});
+    if (why && (why->psi_some_avg10 > 0 || why->psi_full_avg10 > 0))
+      observe_pressure(why->psi_some_avg10, why->psi_full_avg10);
+  }
   const int64_t now = now_unix_ms();
-  const bool from_runtime = f->source != IntentSource::Api;
-  if (!rep) {
-    const Error& e = rep.error();
-    const bool refused = e.kind == ErrorKind::ShrinkRefused;
-    if (metrics_ && refused) {
-      metrics_->shrinks_refused.inc();
-      const auto* why = e.payload_as<cgroup::ShrinkRefusal>();
-      metrics_->shrink_refusals.inc({{"why", std::string(why ? shrink_why_name(why->why) : "usage")}});
-      if (why && (why->psi_some_avg10 > 0 || why->psi_full_avg10 > 0)) {
-        // PSI avg10 is a percent; the metric is a ratio (base unit).
-        metrics_->shrink_pressure.observe({{"kind", "some"}}, why->psi_some_avg10 / 100);
-        metrics_->shrink_pressure.observe({{"kind", "full"}}, why->psi_full_avg10 / 100);
-      }
-    }
-    for (auto& it : f->items) {
-      if (!it.actuated) continue;
-      // Allocated stays at the new values: the kubelet allocates before it
-      // actuates and retries actuation (KEP-1287 §Resource States). The
-      // kernel keeps the values before (the engine rolls a failed write
-      // back; the runtime does not write an update podshim refused): those
-      // are what read-back judges drift against, so the refusal shows as
-      // PodResizeInProgress/Error and not as drift.
-      change(it, [&](Container& c) {
-        if (!c.actuated) c.actuated = it.before;
-        c.allocated = it.next;
-        if (*c.actuated == c.allocated) c.actuated.reset();
-        c.conditions.in_progress = Condition{std::string(kReasonError), e.message, c.generation, now};
-        c.last_error = e.message;
-        c.last_outcome = "error";
-      });
-    }
-    result.outcome = ResizeOutcome::Error;
-    result.message = e.message;
-    Result<ResizeResult> r = result;
-    record(*f, r);
-    return f->done(std::move(r));
+  for (auto& it : f.items) {
+    if (!it.actuated) continue;
+    // Allocated stays at the new values: the kubelet allocates before it
+    // actuates and retries actuation (KEP-1287 §Resource States). The kernel
+    // keeps the values before (the engine rolls a failed write back; the
+    // runtime does not write an update podshim refused): those are what
+    // read-back judges drift against, so the refusal shows as
+    // PodResizeInProgress/Error and not as drift.
+    change_item(f, it, [&](Container& c) {
+      if (!c.actuated) c.actuated = it.before;
+      c.allocated = it.next;
+      if (*c.actuated == c.allocated) c.actuated.reset();
+      c.conditions.in_progress = Condition{std::string(kReasonError), e.message, c.generation, now};
+      c.last_error = e.message;
+      c.last_outcome = "error";
+    });
   }
-  result.report = *rep;
-  if (metrics_ && rep->bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep->bytes_reclaimed));
-  if (metrics_ && (rep->psi_some_avg10 > 0 || rep->psi_full_avg10 > 0 || rep->bytes_reclaimed)) {
-    // A staged shrink watched the cgroup under its clamp: what it saw.
-    metrics_->shrink_pressure.observe({{"kind", "some"}}, rep->psi_some_avg10 / 100);
-    metrics_->shrink_pressure.observe({{"kind", "full"}}, rep->psi_full_avg10 / 100);
-  }
-  // memory.events over the operation and its settle period: a kill makes
-  // the outcome AppliedWithOomKill. They count nothing: kills are counted
-  // where a container's oom_kill is read (set_actual, shim/core/oom_kills.h).
+  conclude(f, ResizeOutcome::Error, e.message);
+}
+
+// PSI avg10 is a percent; the metric is a ratio (base unit).
+void ResizeManager::observe_pressure(double some_avg10, double full_avg10) {
+  metrics_->shrink_pressure.observe({{"kind", "some"}}, some_avg10 / 100);
+  metrics_->shrink_pressure.observe({{"kind", "full"}}, full_avg10 / 100);
+}
+
+void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
+  f.result.report = rep;
+  if (metrics_ && rep.bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep.bytes_reclaimed));
+  // A staged shrink watched the cgroup under its clamp: what it saw.
+  if (metrics_ && (rep.psi_some_avg10 > 0 || rep.psi_full_avg10 > 0 || rep.bytes_reclaimed))
+    observe_pressure(rep.psi_some_avg10, rep.psi_full_avg10);
+  // memory.events over the operation and its settle period: a kill makes the
+  // outcome AppliedWithOomKill. They count nothing: kills are counted where a
+  // container's oom_kill is read (set_actual, shim/core/oom_kills.h).
   std::string kills;
-  for (const auto& [id, ev] : rep->events) {
-    if (!ev.oom_kill) continue;
-    kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
-  }
+  for (const auto& [id, ev] : rep.events)
+    if (ev.oom_kill) kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
   const std::string kill_msg =
       kills.empty() ? std::string()
                     : fmt::format("resize applied, but the kernel OOM-killed during it (memory.events oom_kill: {})",
                                   kills);
-  for (auto& it : f->items) {
+  const int64_t now = now_unix_ms();
+  for (auto& it : f.items) {
     if (!it.actuated) continue;
-    std::optional<cgroup::Actual> a;
-    // The runtime writes after podshim answers it: read back at its
-    // PostUpdateContainer instead (shim/adapter).
-    if (!from_runtime) {
-      if (auto w = rep->after.find(it.c.id); w != rep->after.end())
-        a = w->second;  // read by the engine at the end of its write
-      else if (auto ra = actuator_.read_actual(it.c.cgroup_path))
-        a = *ra;
-    }
+    const std::optional<cgroup::Actual> a = f.origin.reads_back ? read_after(rep, it.c.id, it.c.cgroup_path) : std::nullopt;
     uint64_t oom_kills = 0;
-    change(it, [&](Container& c) {
+    change_item(f, it, [&](Container& c) {
       c.allocated = it.next;
       c.actuated.reset();  // the kernel has the allocated values now
       if (kill_msg.empty()) {
         c.conditions.in_progress.reset();
         c.last_error.clear();
-        c.last_outcome = f->any_restart ? "restart_required" : "applied";
+        c.last_outcome = f.any_restart ? "restart_required" : "applied";
       } else {
         c.conditions.in_progress = Condition{std::string(kReasonError), kill_msg, c.generation, now};
         c.last_error = kill_msg;
@@ -694,35 +747,37 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
       c.restart_required = false;
       if (a) oom_kills = set_actual(c, to_actual(*a, c.allocated.cpu_request_milli));
     });
-    count_oom_kills(store_, metrics_, f->pod_uid, oom_kills);
+    count_oom_kills(store_, metrics_, f.pod_uid, oom_kills);
   }
-  if (f->pod_planned && f->pod) {
-    auto stored = store_.update_pod(f->pod_uid, [&](Pod& p) {
-      if (f->pod_resources) p.resources = *f->pod_resources;
-      if (from_runtime) return;
-      if (auto w = rep->after.find(f->pod_uid); w != rep->after.end())
-        set_pod_actual(p, to_actual(w->second, std::nullopt));
-      else if (auto a = actuator_.read_actual(p.cgroup_path))
-        set_pod_actual(p, to_actual(*a, std::nullopt));
+  if (f.pod_planned && f.pod) {
+    auto stored = store_.update_pod(f.pod_uid, [&](Pod& p) {
+      if (f.pod_resources) p.resources = *f.pod_resources;
+      if (!f.origin.reads_back) return;
+      if (auto a = read_after(rep, f.pod_uid, p.cgroup_path)) set_pod_actual(p, to_actual(*a, std::nullopt));
     });
     // ENOENT: the pod was removed while it resized; nothing to record.
-    if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f->pod_uid, stored.error().message);
+    if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f.pod_uid, stored.error().message);
   }
-  if (!kill_msg.empty()) {
-    result.outcome = ResizeOutcome::AppliedWithOomKill;
-    result.message = kill_msg;
-  } else if (f->any_restart) {
-    result.outcome = ResizeOutcome::RestartRequired;
-    result.message = "resize requires a container restart; podshim does not restart containers";
-  } else if (f->joins_running && !f->any_change) {
-    result.outcome = ResizeOutcome::InProgress;
-    result.message = kInProgressMessage;
-  } else {
-    result.outcome = f->any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged;
-  }
-  Result<ResizeResult> r = result;
-  record(*f, r);
-  f->done(std::move(r));
+  if (!kill_msg.empty()) return conclude(f, ResizeOutcome::AppliedWithOomKill, kill_msg);
+  if (f.any_restart)
+    return conclude(f, ResizeOutcome::RestartRequired,
+                    "resize requires a container restart; podshim does not restart containers");
+  if (f.joins_running && !f.any_change) return conclude(f, ResizeOutcome::InProgress, kInProgressMessage);
+  conclude(f, f.any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged, {});
+}
+
+// What a cgroup holds after the actuation: the engine's own read at the end
+// of its write, else a read now.
+std::optional<cgroup::Actual> ResizeManager::read_after(const cgroup::ResizeReport& rep, const std::string& key,
+                                                        const std::string& cgroup_path) {
+  if (auto w = rep.after.find(key); w != rep.after.end()) return w->second;
+  if (auto a = actuator_.read_actual(cgroup_path)) return *a;
+  return std::nullopt;
+}
+
+const K8sResources& ResizeManager::allocation(const Container& c) const {
+  auto r = running_.find(c.id);
+  return r != running_.end() ? r->second.target : c.allocated;
 }
 
 void ResizeManager::retry_deferred() {

@@ -162,8 +162,38 @@ class ResizeManager {
   struct Flight;
 
  private:
+  struct Item;     // one container of a resize
+  struct PodView;  // the pod's containers before and after it
+  struct Pending;  // why a resize waits (Deferred) or cannot be (Infeasible)
+
   Result<ResizeResult> sync_submit(ResizeIntent intent);
+  // submit()'s steps, in order. Each is short and reads the resize's origin
+  // (Flight::origin) as data: a runtime's update and an API request differ
+  // in what is decided here, not in branches on their source.
+  Result<void> plan(const ResizeIntent& intent, Flight& f);
+  Result<void> plan_container(const ResizeIntent& intent, const ContainerResize& r, Flight& f);
+  void new_generation(const ResizeIntent& intent, Flight& f);
+  Result<std::optional<Pending>> admit(Flight& f);
+  PodView pod_view(const Flight& f) const;
+  Result<std::optional<Pending>> check_shape(const Flight& f, const PodView& v) const;
+  Result<std::optional<Pending>> check_capacity(Flight& f, const PodView& v);
+  Result<Actuation> allocate(Flight& f);
+  Result<std::optional<cgroup::ResizeTarget>> allocate_container(Flight& f, Item& it);
+  void launch(const std::shared_ptr<Flight>& f, Actuation act);
+  // The end of a resize: finish() when the actuator has answered (or at
+  // once when nothing is written), reject() for a request refused before
+  // anything was recorded, conclude() for every outcome.
   void finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep);
+  void finish_failed(Flight& f, const Error& e);
+  void finish_applied(Flight& f, const cgroup::ResizeReport& rep);
+  void reject(Flight& f, Error e);
+  void conclude(Flight& f, ResizeOutcome o, std::string msg);
+  void set_pending(Flight& f, const Pending& p);
+  void store_item(Flight& f, Item& it);
+  void change_item(Flight& f, Item& it, const std::function<void(Container&)>& fn);
+  std::optional<cgroup::Actual> read_after(const cgroup::ResizeReport& rep, const std::string& key,
+                                           const std::string& cgroup_path);
+  void observe_pressure(double some_avg10, double full_avg10);
   void record(const Flight& f, const Result<ResizeResult>& r);
 
   // What `c` is allocated once the actuations still running for it have
