@@ -65,7 +65,11 @@ Result<KubeIdentity> kube_identity(const std::map<std::string, std::string>& a) 
   nlohmann::json crio_labels;
   if (auto it = a.find("io.kubernetes.cri-o.Labels"); it != a.end()) {
     crio_labels = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (crio_labels.is_discarded() || !crio_labels.is_object())
+    // CRI-O writes the container's labels with Go's json.Marshal
+    // (cri-o server/container_create*.go), which turns a container with no
+    // labels into `null`: no labels, not an error (it failed every such
+    // container's start when the hook refused it).
+    if (crio_labels.is_discarded() || !(crio_labels.is_object() || crio_labels.is_null()))
       return fail(EINVAL, "annotation io.kubernetes.cri-o.Labels is not a JSON object");
   }
   auto pick = [&](std::string_view kubelet_key, std::string_view containerd_key,

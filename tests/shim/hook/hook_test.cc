@@ -284,7 +284,14 @@ TEST(KubeIdentity, Sources) {
   auto none = kube_identity({});
   ASSERT_TRUE(none);
   EXPECT_EQ(none->pod_uid, "");
+  // A container without labels: CRI-O writes `null` (Go's json.Marshal of a
+  // nil map); seen failing every such container start on CRI-O 1.36.3.
+  auto unlabelled = kube_identity({{"io.kubernetes.cri-o.Labels", "null"}});
+  ASSERT_TRUE(unlabelled) << unlabelled.error().message;
+  EXPECT_EQ(unlabelled->pod_uid, "");
+  EXPECT_EQ(kube_identity({{"io.kubernetes.pod.uid", "u4"}, {"io.kubernetes.cri-o.Labels", "null"}})->pod_uid, "u4");
   EXPECT_FALSE(kube_identity({{"io.kubernetes.cri-o.Labels", "nope"}}));
+  EXPECT_FALSE(kube_identity({{"io.kubernetes.cri-o.Labels", "[]"}}));
   EXPECT_FALSE(kube_identity({{"io.kubernetes.cri-o.Labels", R"({"io.kubernetes.pod.uid":7})"}}));
   EXPECT_FALSE(kube_identity({{"io.kubernetes.pod.uid", "a/b"}}));
   EXPECT_FALSE(kube_identity({{"io.kubernetes.pod.name", "has space"}}));
