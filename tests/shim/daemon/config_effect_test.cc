@@ -40,11 +40,13 @@
 #include "tests/cgroup/fake_systemd.h"
 #include "tests/shim/daemon/daemon_harness.h"
 #include "tests/testutil/files.h"
+#include "tests/testutil/peer.h"
 
 namespace podshim::testing {
 namespace {
 
 using testutil::read_file;
+using testutil::request_as_nobody;
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -309,30 +311,6 @@ TEST_F(ConfigEffect, SocketGroupOwnsTheSocket) {
   EXPECT_EQ(st.st_gid, 65534u);
 }
 
-// Asks `method path` as uid 65534 with primary group 65534 and no other;
-// returns the HTTP status (-1: no answer).
-int as_nobody(const std::string& sock, const char* method, const std::string& path, const std::string& body) {
-  int p[2];
-  if (pipe(p) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
-    status::ClientOptions co;
-    co.socket_path = sock;
-    auto r = status::http_request(co, method, path, body);
-    int status = r ? r->status : -2;
-    (void)!write(p[1], &status, sizeof(status));
-    _exit(0);
-  }
-  close(p[1]);
-  int status = -1;
-  if (read(p[0], &status, sizeof(status)) != sizeof(status)) status = -1;
-  close(p[0]);
-  waitpid(pid, nullptr, 0);
-  return status;
-}
-
 TEST_F(ConfigEffect, AdminGroupMayWrite) {
   // The default rules let @admin (socket.admin_group) POST; a member of the
   // socket group only reads.
@@ -347,10 +325,10 @@ TEST_F(ConfigEffect, AdminGroupMayWrite) {
     ASSERT_TRUE(p->start()) << p->log();
     ::chmod((dir + "/" + (p == d.get() ? "d" : "default")).c_str(), 0755);
     ASSERT_EQ(p->add("c1"), 201);
-    EXPECT_EQ(as_nobody(p->socket, "GET", "/v1/containers/c1", ""), 200);
+    EXPECT_EQ(request_as_nobody(p->socket, "GET", "/v1/containers/c1", ""), 200);
   }
-  EXPECT_EQ(as_nobody(def->socket, "POST", "/v1/containers/c1/resize", body), 403);
-  EXPECT_EQ(as_nobody(d->socket, "POST", "/v1/containers/c1/resize", body), 200);
+  EXPECT_EQ(request_as_nobody(def->socket, "POST", "/v1/containers/c1/resize", body), 403);
+  EXPECT_EQ(request_as_nobody(d->socket, "POST", "/v1/containers/c1/resize", body), 200);
   EXPECT_EQ(d->container("c1")["allocated"].value("cpuLimitMilli", 0), 500);
 }
 

@@ -30,9 +30,12 @@
 #include "shim/status/client.h"
 #include "shim/status/http.h"
 #include "shim/status/server.h"
+#include "tests/testutil/peer.h"
 
 namespace podshim::status {
 namespace {
+
+using testutil::request_as_nobody;
 
 using nlohmann::json;
 
@@ -667,32 +670,6 @@ TEST_F(ServerTest, WatchOverHttp10IsUnframedAndCloseDelimited) {
   EXPECT_TRUE(w10.eof) << "the stream was not closed";
 }
 
-// Forks a child that drops to nobody (65534) and asks for `method path`;
-// returns the HTTP status it saw (or -1).
-// A request from uid 65534 with primary gid `gid` and supplementary `groups`.
-int as_nobody(const std::string& sock, const char* method, const char* path, const char* body, gid_t gid = 65534,
-              std::vector<gid_t> groups = {}) {
-  int p[2];
-  if (pipe(p) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    if (setgroups(groups.size(), groups.data()) != 0 || setgid(gid) != 0 || setuid(65534) != 0) _exit(1);
-    ClientOptions co;
-    co.socket_path = sock;
-    auto r = http_request(co, method, path, body);
-    int status = r ? r->status : -2;
-    (void)!write(p[1], &status, sizeof(status));
-    _exit(0);
-  }
-  close(p[1]);
-  int status = -1;
-  if (read(p[0], &status, sizeof(status)) != sizeof(status)) status = -1;
-  close(p[0]);
-  waitpid(pid, nullptr, 0);
-  return status;
-}
-
 TEST_F(ServerTest, AccessControlFromPeerCredentials) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to fork a peer that drops to uid 65534";
   // Capture the denial log lines.
@@ -711,14 +688,14 @@ TEST_F(ServerTest, AccessControlFromPeerCredentials) {
   o.policy = *pol;
   start(std::move(o));
   register_c("c1");
-  EXPECT_EQ(as_nobody(sock, "GET", "/v1/containers", ""), 200);
-  EXPECT_EQ(as_nobody(sock, "POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"cpu":"1"}}})"), 403);
-  EXPECT_EQ(as_nobody(sock, "DELETE", "/v1/containers/c1", ""), 403);
+  EXPECT_EQ(request_as_nobody(sock, "GET", "/v1/containers", ""), 200);
+  EXPECT_EQ(request_as_nobody(sock, "POST", "/v1/containers/c1/resize", R"({"resources":{"limits":{"cpu":"1"}}})"), 403);
+  EXPECT_EQ(request_as_nobody(sock, "DELETE", "/v1/containers/c1", ""), 403);
   EXPECT_TRUE(store->container("c1")) << "a denied DELETE must not delete";
   EXPECT_EQ(store->container("c1")->generation, 0) << "a denied resize must not bump the generation";
   // Admitted by a supplementary group only: the server fetches the groups
   // (SO_PEERGROUPS) when the rule needs them, not at accept.
-  EXPECT_EQ(as_nobody(sock, "GET", "/v1/containers", "", 4242, {65534}), 200);
+  EXPECT_EQ(request_as_nobody(sock, "GET", "/v1/containers", "", 4242, {65534}), 200);
 
   // Default rules with no socket group: only root.
   auto def = AccessPolicy::create(core::default_access_rules(), "", "");
@@ -727,7 +704,7 @@ TEST_F(ServerTest, AccessControlFromPeerCredentials) {
   o = opts();
   o.socket_gid = 65534;
   start(std::move(o));
-  EXPECT_EQ(as_nobody(sock, "GET", "/healthz", ""), 403);
+  EXPECT_EQ(request_as_nobody(sock, "GET", "/healthz", ""), 403);
   EXPECT_EQ(req("GET", "/healthz").status, 200);  // root still served
   stop();
 
