@@ -33,6 +33,7 @@ CDI_REQUEST = f"cdi.k8s.io/interop={CDI_KIND}=gpu0"
 BASE_EVENTS = ["RunPodSandbox", "CreateContainer", "PostCreateContainer", "StartContainer",
                "PostStartContainer", "UpdateContainer", "PostUpdateContainer", "StopContainer",
                "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"]
+POD_UPDATE_EVENTS = ["UpdatePodSandbox", "PostUpdatePodSandbox"]
 # The events podshimd handles no part of and so does not subscribe to
 # (NriAdapter::set_handlers): the runtime must not send them to it.
 NOT_SUBSCRIBED = {"StopPodSandbox", "ValidateContainerAdjustment"}
@@ -134,7 +135,10 @@ def main():
         bad = [e for e in lc if e.get("error")]
         if bad:
             P.fail(f"lifecycle events failed: {bad}")
-        missing = [e for e in BASE_EVENTS if e not in ops]
+        # Pod-level resize (KEP-5419) reaches plugins from NRI v0.10 on: at
+        # v0.12 the pair must be there, handled (counted) and not failed.
+        want = BASE_EVENTS + (POD_UPDATE_EVENTS if tuple(map(int, a.version[1:].split("."))) >= (0, 10) else [])
+        missing = [e for e in want if e not in ops]
         if missing:
             P.fail(f"lifecycle lacked {missing}; got {ops}")
         metrics = d.metrics()
@@ -146,6 +150,13 @@ def main():
             elif not v:
                 P.fail(f"podshimd counted no {op} event (podshim_nri_events_total)")
         print(f"lifecycle: {len(ops)} events, none failed: {', '.join(ops)}")
+        if "UpdatePodSandbox" in ops:
+            # The pod's resources went through the resize service as the
+            # runtime's pod-level update (one log line per resize).
+            pod_lines = [l for l in d.log().splitlines() if "(nri-update-pod-sandbox)" in l]
+            if not pod_lines:
+                P.fail("podshimd logged no resize from UpdatePodSandbox")
+            print(f"UpdatePodSandbox: {pod_lines[0].strip()[:200]}")
 
         # CreateContainer reply > 4096 bytes, accepted by the Go runtime.
         cc = next(e for e in lc if e["op"] == "CreateContainer")
