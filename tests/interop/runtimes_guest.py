@@ -26,6 +26,12 @@ with it as an external NRI plugin. Each cell runs the same scenarios:
      meanwhile): it resynchronizes and reports every container.
   6. containerd only: podshimd pre-installed in /opt/nri/plugins, started
      by containerd itself.
+  7. CRI-O only: hooks.d mode, NRI off. podshim-hook runs from CRI-O's
+     hooks directory (the entries packaging/hooks.d ships) at createRuntime
+     and poststop; podshimd, told nothing by the runtime, learns each
+     container from the hook, reports its actual values, resizes it through
+     podshimctl (a shrink below usage refused, the process alive), keeps a
+     CDI device's items once, and forgets the container when it is removed.
 
 It ends with one summary line per cell. Started by runtimes_interop.py on the
 host; every path is the host's (hostroot mode shares the host root read-only
@@ -238,10 +244,10 @@ class Crio(Runtime):
         self.cri = Cri(a.cririg, "unix:///var/run/crio/crio.sock")
         self.oci_dir = a.oci_dir
 
-    def start(self):
+    def start(self, extra=()):
         if os.path.exists(NRI_SOCK):
             os.unlink(NRI_SOCK)
-        self.proc = subprocess.Popen(["/usr/local/bin/crio", "--config", "/etc/crio/crio.conf"],
+        self.proc = subprocess.Popen(["/usr/local/bin/crio", "--config", "/etc/crio/crio.conf", *extra],
                                      stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
         wait_for(lambda: os.path.exists("/var/run/crio/crio.sock") and
@@ -267,7 +273,7 @@ class Crio(Runtime):
 
 
 class Podshimd:
-    def __init__(self, exe, ctl, tag):
+    def __init__(self, exe, ctl, tag, extra_config=""):
         self.exe, self.ctl, self.tag = exe, ctl, tag
         self.sock = f"{WORK}/{tag}.sock"
         self.state = f"{WORK}/{tag}-state"
@@ -286,6 +292,7 @@ class Podshimd:
                       "shrink_settle_ms": os.environ.get("PODSHIM_INTEROP_SETTLE_MS")}
             if any(cgroup.values()):
                 f.write("cgroup:\n" + "".join(f"  {k}: {v}\n" for k, v in cgroup.items() if v))
+            f.write(extra_config)
         self.args = ["--config", self.config, "--socket", self.sock, "--state-dir", self.state,
                      "--cgroup-root", CG, "--nri-socket", NRI_SOCK]
         self.proc = None
@@ -611,6 +618,74 @@ def preinstalled_phase(a, rt):
     os.unlink(wrapper)
 
 
+def hooksd_phase(a, rt, summary):
+    """CRI-O with NRI off and podshim-hook in its hooks directory: what a node
+    gets from the deb/rpm's hooks.d entries."""
+    log("=== hooks.d mode: CRI-O with NRI off, podshim-hook from its hooks directory")
+    rt.stop()
+    d = Podshimd(a.podshimd, a.podshimctl, f"podshimd-hooks-{rt.tag}", "nri:\n  enabled: false\n")
+    hooks_dir = f"{WORK}/hooks.d"
+    os.makedirs(hooks_dir, exist_ok=True)
+    # The packaged entries, pointed at this build's hook and this podshimd's
+    # socket (the packages install the hook in /usr/libexec/podshim and the
+    # daemon listens on /run/podshim/podshim.sock).
+    for src in sorted(glob.glob(f"{a.hooks_d}/*.json")):
+        entry = json.load(open(src))
+        entry["hook"]["path"] = a.hook
+        entry["hook"]["args"] = entry["hook"]["args"] + ["--socket", d.sock]
+        with open(os.path.join(hooks_dir, os.path.basename(src)), "w") as f:
+            json.dump(entry, f)
+    stages = sorted(st for src in glob.glob(f"{hooks_dir}/*.json") for st in json.load(open(src))["stages"])
+    check(stages == ["createRuntime", "poststop"], f"hooks.d entries for createRuntime and poststop: {stages}")
+    d.start()
+    wait_for(lambda: os.path.exists(d.sock), 30, "podshimd's socket")
+    check("NRI: registered" not in d.log(), "podshimd in hooks mode does not register over NRI")
+    rt.start(["--enable-nri=false", "--hooks-dir", hooks_dir])
+    pod = rt.cri.runp("pod-h", "33333333-4444-4555-8666-777777777777")
+    manage = {"podshim.io/manage": "true"}
+    c1 = rt.cri.create(pod, "hooked", 256 * MI, 512, 100000, "/bin/hog", "anon", "100", annotations=manage)
+    cg = cgroup_of(c1)
+    wait_for(lambda: c1 in d.containers(), 30, "podshimd to learn the container from podshim-hook")
+    wait_for(lambda: keyed(f"{cg}/memory.stat").get("anon", 0) > 90 * MI or
+             int(read(f"{cg}/memory.current")) > 120 * MI, 90, "the hog to charge 100 MiB")
+    wait_for(lambda: isinstance(d.containers()[c1].get("actual"), dict), 30, "actual values of the container")
+    c = d.containers()[c1]
+    check(c.get("cgroupPath", "").endswith(f"crio-{c1}") or cg.endswith(c.get("cgroupPath", "-")),
+          f"hooks.d: podshimd has the container's cgroup ({c.get('cgroupPath')}, kernel {cg})")
+    check((c.get("actual") or {}).get("memoryLimitBytes") == 256 * MI,
+          f"hooks.d: actual memory limit {(c.get('actual') or {}).get('memoryLimitBytes')} == 256Mi")
+    ok = 0
+    r = run(d.ctl, "--socket", d.sock, "resize", c1, "--memory-limit", "384Mi", "--cpu-limit", "1500m",
+            check_rc=False)
+    ok += check(r.returncode == 0 and read(f"{cg}/memory.max") == str(384 * MI) and
+                read(f"{cg}/cpu.max") == "150000 100000",
+                f"hooks.d: podshimctl resize raised memory.max to {read(f'{cg}/memory.max')} and cpu.max to "
+                f"{read(f'{cg}/cpu.max')} ({r.stdout.strip()} {r.stderr.strip()})")
+    before = keyed(f"{cg}/memory.events").get("oom_kill", 0)
+    r = run(d.ctl, "--socket", d.sock, "resize", c1, "--memory-limit", "48Mi", check_rc=False)
+    ok += check(r.returncode != 0 and "below current usage" in (r.stdout + r.stderr),
+                f"hooks.d: a shrink below usage refused ({r.returncode}: {(r.stdout + r.stderr).strip()})")
+    ok += check(read(f"{cg}/memory.max") == str(384 * MI) and rt.cri.state(c1)[0] == "RUNNING" and
+                keyed(f"{cg}/memory.events").get("oom_kill", 0) == before,
+                f"hooks.d: after the refusal memory.max is kept ({read(f'{cg}/memory.max')}), the hog runs, no kill")
+    c2 = rt.cri.create(pod, "hooked-cdi", 64 * MI, 256, 100000, "/bin/sleep", "999999",
+                       annotations={**manage, "cdi.k8s.io/podshim-test": "podshim.test/dev=a"})
+    counts = cdi_counts(rt.oci_spec(c2))
+    ok += check(all(n == 1 for n in counts.values()), f"hooks.d: CDI items once in the OCI spec: {counts}")
+    wait_for(lambda: c2 in d.containers(), 30, "podshimd to learn the CDI container")
+    rt.cri("rm", c2, check_rc=False)
+    wait_for(lambda: c2 not in d.containers(), 30, "podshimd to forget the removed container (poststop)")
+    ok += 1
+    plain = rt.cri.create(pod, "not-managed", 64 * MI, 256, 100000, "/bin/sleep", "999999")
+    time.sleep(1)
+    ok += check(plain not in d.containers(), "hooks.d: a container without the annotations runs no hook")
+    summary["hooks.d mode"] = f"{ok}/6"
+    for x in (c1, plain):
+        rt.cri("rm", x, check_rc=False)
+    rt.cri("rmp", pod, check_rc=False)
+    d.stop()
+
+
 def load_modules():
     # The runtime's root on a block-backed filesystem (the native and vfs
     # storage copy layers there), which also makes files written inside
@@ -673,6 +748,8 @@ def main():
     ap.add_argument("--oci-dir", help="CRI-O: the OCI layout directory to copy images from")
     ap.add_argument("--podshimd", required=True)
     ap.add_argument("--podshimctl", required=True)
+    ap.add_argument("--hook", help="CRI-O: podshim-hook, for the hooks.d phase")
+    ap.add_argument("--hooks-d", help="CRI-O: the hooks.d entries the packages ship (packaging/hooks.d)")
     ap.add_argument("--rounds", type=int, default=7, help="latency: updates per kind and side")
     a = ap.parse_args()
     if not os.environ.get("PODSHIM_IN_VM"):
@@ -699,6 +776,10 @@ def main():
     podshimd_cell(a, rt, base, base_lat, summary)
     if isinstance(rt, Containerd):
         preinstalled_phase(a, rt)
+    elif a.hook and a.hooks_d:
+        hooksd_phase(a, rt, summary)
+    else:
+        check(False, "CRI-O: no --hook and --hooks-d given, the hooks.d phase cannot run")
     rt.stop()
     print(f"CELL {rt.tag} + {rt.running_runc()}: " + "; ".join(f"{k}: {v}" for k, v in summary.items()),
           flush=True)

@@ -50,6 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     for k in ("peers", "cache", "vm-run", "podshimd", "podshimctl", "hog"):
         ap.add_argument("--" + k, required=True)
+    ap.add_argument("--hook", help="podshim-hook, for CRI-O's hooks.d phase")
     ap.add_argument("--timeout", default="900")
     ap.add_argument("cell", choices=sorted(CELLS))
     a = ap.parse_args()
@@ -72,6 +73,10 @@ def main():
     if runc_tar:
         args += ["--runc", os.path.join(P.unpack(a.peers, a.cache, runc_tar), "bin", "runc")]
     if runtime == "crio":
+        if not a.hook:
+            P.fail("the CRI-O cell needs --hook (podshim-hook) for its hooks.d phase")
+        hooks_d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "packaging", "hooks.d")
+        args += ["--hook", os.path.abspath(a.hook), "--hooks-d", os.path.abspath(hooks_d)]
         # copyimg takes an OCI layout directory, not the archive.
         oci = os.path.join(a.cache, "rig-images-oci")
         if not os.path.isdir(oci) or os.path.getmtime(image) > os.path.getmtime(oci):
