@@ -22,26 +22,16 @@
 #include <gtest/gtest.h>
 
 #include "cgroup/engine.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace podshim::cgroup {
 namespace {
 
+using podshim::kernel_test::slurp;
+
 constexpr int64_t kMi = 1 << 20;
 const std::string kRoot = "/sys/fs/cgroup";
 
-bool in_vm() {
-  const char* v = std::getenv("PODSHIM_IN_VM");
-  return v && std::string(v) == "1";
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 void put(const std::string& p, const std::string& v) {
   std::ofstream out(p);
   out << v;
@@ -121,7 +111,7 @@ std::string fresh_state_dir() {
 class CgroupKernel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
+    PODSHIM_KERNEL_TEST_NEEDS();
     base = "podshim-kt-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     mk(base, true);
     mk(base + "/pod", true);

@@ -38,25 +38,16 @@
 
 #include "cgroup/engine.h"
 #include "cgroup/usage_history.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace podshim::cgroup {
 namespace {
 
+using podshim::kernel_test::slurp;
+
 constexpr size_t kMi = 1 << 20;
 const std::string kRoot = "/sys/fs/cgroup";
 
-bool in_vm() {
-  const char* v = std::getenv("PODSHIM_IN_VM");
-  return v && std::string(v) == "1";
-}
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 bool put(const std::string& p, const std::string& v) {
   std::ofstream out(p);
   out << v;
@@ -157,7 +148,7 @@ struct Tally {
 class ShrinkGrowth : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
+    PODSHIM_KERNEL_TEST_NEEDS({.psi = true});
     base_ = "podshim-growth-" + std::to_string(getpid());
     ASSERT_EQ(mkdir((kRoot + "/" + base_).c_str(), 0755), 0) << strerror(errno);
     ASSERT_TRUE(put(kRoot + "/" + base_ + "/cgroup.subtree_control", "+cpu +memory"));

@@ -29,6 +29,7 @@
 #include "shim/status/client.h"
 #include "tests/kernel/hook/run_cmd.h"
 #include "tests/shim/hook/fixtures.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace podshim::hook {
 namespace {
@@ -45,7 +46,6 @@ std::string env_or_empty(const char* k) {
   return v ? v : "";
 }
 
-bool in_vm() { return env_or_empty("PODSHIM_IN_VM") == "1"; }
 
 // Stops a child daemon when the test ends, whatever the outcome.
 struct ScopeKill {
@@ -132,7 +132,7 @@ std::vector<std::string> run_args(const std::string& runtime, const std::string&
 class RuntimeTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "needs the test VM (PODSHIM_IN_VM=1)";
+    PODSHIM_KERNEL_TEST_NEEDS();
     if (env_or_empty("PODSHIM_HOOK").empty()) GTEST_SKIP() << "PODSHIM_HOOK not set";
     if (!have_program(GetParam())) GTEST_SKIP() << GetParam() << " is not installed";
   }
@@ -274,7 +274,7 @@ INSTANTIATE_TEST_SUITE_P(Runtimes, RuntimeTest, ::testing::Values("crun", "runc"
 class PodmanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "needs the test VM (PODSHIM_IN_VM=1)";
+    PODSHIM_KERNEL_TEST_NEEDS();
     if (env_or_empty("PODSHIM_HOOK").empty() || env_or_empty("PODSHIM_HOOKS_DIR").empty())
       GTEST_SKIP() << "PODSHIM_HOOK or PODSHIM_HOOKS_DIR not set";
     if (!have_program("podman")) GTEST_SKIP() << "podman is not installed";

@@ -19,26 +19,14 @@
 #include <linux/magic.h>
 
 #include "cgroup/convert.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace podshim::cgroup {
 namespace {
 
+using podshim::kernel_test::slurp;
+
 const std::string kCg = "/sys/fs/cgroup/podshim-kernel-limits";
-
-bool in_vm_with_cgroup2() {
-  const char* v = std::getenv("PODSHIM_IN_VM");
-  struct statfs st {};
-  return v && std::string(v) == "1" && statfs("/sys/fs/cgroup", &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 
 // One write(2) of `v`; 0 or the errno.
 int write_attr(const std::string& file, const std::string& v) {
@@ -52,7 +40,7 @@ int write_attr(const std::string& file, const std::string& v) {
 class KernelLimits : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm_with_cgroup2()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1, cgroup2)";
+    PODSHIM_KERNEL_TEST_NEEDS();
     rmdir(kCg.c_str());
     ASSERT_EQ(mkdir(kCg.c_str(), 0755), 0) << strerror(errno);
     ASSERT_EQ(access((kCg + "/cpu.max").c_str(), W_OK), 0) << "no cpu controller";

@@ -27,8 +27,11 @@
 
 #include "base/str.h"
 #include "shim/status/client.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace {
+
+using podshim::kernel_test::slurp;
 
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -38,16 +41,6 @@ constexpr int64_t kMi = 1 << 20;
 const std::string kCg = "/sys/fs/cgroup";
 constexpr int kPeriodMs = 2000;
 
-bool in_vm() {
-  const char* v = std::getenv("PODSHIM_IN_VM");
-  return v && std::string(v) == "1";
-}
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::string(podshim::str::trim(ss.str()));
-}
 bool put(const std::string& p, const std::string& v) {
   std::ofstream out(p);
   out << v;
@@ -63,7 +56,7 @@ int count(const std::string& hay, const std::string& needle) {
 class ReadBackKernel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
+    PODSHIM_KERNEL_TEST_NEEDS();
     const char* d = std::getenv("PODSHIM_PODSHIMD");
     ASSERT_TRUE(d && access(d, X_OK) == 0) << "PODSHIM_PODSHIMD must name the podshimd binary";
     podshimd_ = d;

@@ -29,25 +29,18 @@
 #include "base/str.h"
 #include "cgroup/convert.h"
 #include "cgroup/engine.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace podshim::cgroup {
 namespace {
+
+using podshim::kernel_test::slurp;
 
 using namespace std::chrono_literals;
 
 constexpr int64_t kMi = 1 << 20;
 const std::string kCg = "/sys/fs/cgroup";
 
-bool in_vm() {
-  const char* v = std::getenv("PODSHIM_IN_VM");
-  return v && std::string(v) == "1";
-}
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::string(str::trim(ss.str()));
-}
 // Runs a shell command, returns its stdout; *rc gets the exit status.
 std::string sh(const std::string& cmd, int* rc = nullptr) {
   std::string out;
@@ -75,8 +68,7 @@ std::map<std::string, std::string> show(const std::string& unit) {
 class SystemdDriver : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!in_vm()) GTEST_SKIP() << "kernel test: runs inside tests/vm/vm-run (PODSHIM_IN_VM=1)";
-    if (slurp("/proc/1/comm") != "systemd") GTEST_SKIP() << "needs systemd as PID 1 (vm-run --mode systemd)";
+    PODSHIM_KERNEL_TEST_NEEDS({.systemd = true});
     // runc's layout: the pod is a slice, the container a scope in it named
     // <prefix>-<id>.scope (runc docs/systemd.md).
     id_ = "podshimtest" + std::to_string(getpid());
