@@ -307,7 +307,11 @@ struct Figure {
 int run(const std::string& binary, std::vector<Figure>& figs) {
   std::string dir = make_temp_dir();
   std::string cfg = dir + "/config.yaml";
-  std::ofstream(cfg) << "log_level: warning\nnode: {allocatable: {cpu: \"100000\", memory: 10Ti}}\n";
+  // PODSHIM_BENCH_CONFIG: more YAML for both binaries (e.g. "readback: {interval_ms: 0}" to see
+  // what the periodic read-back and the shrinks' use of its readings cost).
+  const char* extra = getenv("PODSHIM_BENCH_CONFIG");
+  std::ofstream(cfg) << "log_level: warning\nnode: {allocatable: {cpu: \"100000\", memory: 10Ti}}\n"
+                     << (extra ? extra : "") << "\n";
   Daemon d(dir, {"--config", cfg});
   d.set_binary(binary);
   std::string cg_dir;
