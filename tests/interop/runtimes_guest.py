@@ -781,7 +781,8 @@ def main():
     else:
         check(False, "CRI-O: no --hook and --hooks-d given, the hooks.d phase cannot run")
     rt.stop()
-    print(f"CELL {rt.tag} + {rt.running_runc()}: " + "; ".join(f"{k}: {v}" for k, v in summary.items()),
+    print(f"CELL {rt.tag} + {rt.running_runc()} (Linux {os.uname().release}, {os.cpu_count()} CPUs): " +
+          "; ".join(f"{k}: {v}" for k, v in summary.items()),
           flush=True)
     if problems:
         log(f"{len(problems)} problem(s):")

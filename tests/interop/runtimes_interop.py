@@ -51,6 +51,8 @@ def main():
     for k in ("peers", "cache", "vm-run", "podshimd", "podshimctl", "hog"):
         ap.add_argument("--" + k, required=True)
     ap.add_argument("--hook", help="podshim-hook, for CRI-O's hooks.d phase")
+    ap.add_argument("--kernel", default="stable", choices=["stable", "backports"],
+                    help="the guest's Debian kernel (vm-run --kernel): bookworm's 6.1 or bookworm-backports' newer one")
     ap.add_argument("--timeout", default="900")
     ap.add_argument("cell", choices=sorted(CELLS))
     a = ap.parse_args()
@@ -92,7 +94,10 @@ def main():
     # through the host root; vm-run tells it where (PODSHIM_VM_KMODS).
     # PODSHIM_INTEROP_* settings reach the guest (runtimes_guest.py reads them).
     envs = [x for k, v in os.environ.items() if k.startswith("PODSHIM_INTEROP_") for x in ("--env", f"{k}={v}")]
-    cmd = [a.vm_run, "--mode", "hostroot", "--mem", "3G", "--smp", "2", "--timeout", a.timeout, *envs, "--",
+    # The newer kernel with 4 vCPUs, as the engine's *-backports kernel tests (per-CPU effects).
+    smp = "4" if a.kernel == "backports" else "2"
+    cmd = [a.vm_run, "--mode", "hostroot", "--kernel", a.kernel, "--mem", "3G", "--smp", smp, "--timeout", a.timeout,
+           *envs, "--",
            "/usr/bin/python3", guest] + args
     print(" ".join(cmd), flush=True)
     return subprocess.call(cmd)
