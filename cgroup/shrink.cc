@@ -424,10 +424,22 @@ Unexpected refuse(const Shrink& s, ShrinkWhy why) {
 }  // namespace
 
 uint64_t memory_stat_lag_bytes() {
+  // sysconf(_SC_NPROCESSORS_ONLN) opens and reads /sys/devices/system/cpu/online:
+  // three syscalls on every shrink for a number that changes only on CPU
+  // hotplug. Kept for a second; a CPU brought online within it moves the
+  // bound by one CPU's 64 pages.
+  static std::atomic<uint64_t> cached{0};
+  static std::atomic<int64_t> cached_at{0};
+  const int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
+  uint64_t v = cached.load(std::memory_order_relaxed);
+  if (v != 0 && cached_at.load(std::memory_order_relaxed) == t) return v;
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   long page = ::sysconf(_SC_PAGESIZE);
-  return kMemcgChargeBatch * static_cast<uint64_t>(cpus > 0 ? cpus : 1) *
-         static_cast<uint64_t>(page > 0 ? page : 4096);
+  v = kMemcgChargeBatch * static_cast<uint64_t>(cpus > 0 ? cpus : 1) * static_cast<uint64_t>(page > 0 ? page : 4096);
+  cached.store(v, std::memory_order_relaxed);
+  cached_at.store(t, std::memory_order_relaxed);
+  return v;
 }
 
 void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes) {
