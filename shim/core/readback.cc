@@ -197,6 +197,9 @@ struct ReadBack::Impl {
     std::vector<Drift> drift;          // as last reported
     std::vector<std::string> repaired;  // "resource=actual" a repair was tried for
     bool queued = false;
+    // The shares the runtime was given for a hook-registered container, for
+    // weight_formula: auto to learn from at its first read (0: none).
+    uint64_t runtime_shares = 0;
   };
 
   Store& store;
@@ -306,6 +309,14 @@ struct ReadBack::Impl {
       // the periodic pass reads it. Hook registrations come from a
       // createRuntime hook, when the cgroup exists: read at once.
       if (c.source == Source::Nri && c.state != "running") return;
+      // The hook registers what the spec's linux.resources held; the
+      // kubelet's shares for that request (MilliCPUToShares, which
+      // shares_to_milli_cpu inverts exactly) are what the runtime turned
+      // into the cpu.weight this first read finds. Without it a hooks.d
+      // node never learns its runtime's formula: NRI is the only other
+      // source of shares.
+      if (c.source == Source::Hook && c.allocated.cpu_request_milli)
+        e.runtime_shares = cgroup::milli_cpu_to_shares(*c.allocated.cpu_request_milli);
       enqueue(c.id, e);
       kick();
       return;
@@ -324,6 +335,7 @@ struct ReadBack::Impl {
     if (resources_hash(c.kernel_target()) != e.allocated_hash) {
       e.allocated_hash = resources_hash(c.kernel_target());
       e.allocated_at = now();
+      e.runtime_shares = 0;  // resized before its first read: the weight is no longer the runtime's
     }
     // Someone stored the container without the drift podshim reported
     // (an upsert built afresh from a runtime event): report it again.
@@ -510,7 +522,8 @@ struct ReadBack::Impl {
     }
     e.read_failing = false;
     if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->memory_current);
-    learn(id, shares, *k);
+    learn(id, shares ? shares : e.runtime_shares, *k);
+    e.runtime_shares = 0;
     const auto f = formula();
     ActualResources act;
     if (k->weight) {

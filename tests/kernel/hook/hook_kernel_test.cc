@@ -223,6 +223,11 @@ TEST_P(RuntimeTest, RealPodshimdSeesTheContainerComeAndGo) {
   const std::string cgroup = "/podshim-hooktest/real-" + rt;
   json spec = patched_spec(b, cgroup, 3);
   spec["process"]["args"] = {"/bin/busybox", "sleep", "600"};
+  // What the kubelet asks for a 500m / 1 CPU / 256Mi container
+  // (MilliCPUToShares, MilliCPUToQuota): the runtime converts the shares to
+  // cpu.weight with its own formula, which podshimd has to learn.
+  spec["linux"]["resources"]["cpu"] = {{"shares", 512}, {"quota", 100000}, {"period", 100000}};
+  spec["linux"]["resources"]["memory"] = {{"limit", 256 << 20}};
   b.write_spec(spec);
 
   // An empty configuration: every default, nothing read from the host's /etc.
@@ -258,6 +263,34 @@ TEST_P(RuntimeTest, RealPodshimdSeesTheContainerComeAndGo) {
   EXPECT_EQ(cj["cgroupPath"], cgroup) << got->body;
   EXPECT_EQ(cj["podUid"], "0c5a4d53-0000-4000-8000-000000000001") << got->body;
   EXPECT_EQ(cj["source"], "hook") << got->body;
+
+  // weight_formula: auto against this runtime. Debian 12's crun 1.8.1 and
+  // runc 1.1.5 write cpu.weight with the linear formula (512 shares → 20;
+  // the quadratic one of crun >= 1.23 and runc >= 1.3.2 gives 59). podshimd
+  // learns it from the kernel and reports the CPU request the kubelet asked
+  // for, 500m, as the actual one.
+  const uint64_t weight = std::stoull(kernel_test::slurp("/sys/fs/cgroup" + cgroup + "/cpu.weight"));
+  EXPECT_EQ(weight, 20u) << rt << " wrote cpu.weight " << weight << " for 512 shares";
+  json actual;
+  std::string metrics;
+  for (int i = 0; i < 150; ++i) {  // the read-back's first pass; TCG is slow
+    auto g = status::http_request(co, "GET", "/v1/containers/" + id);
+    auto m = status::http_request(co, "GET", "/metrics");
+    if (g && m) {
+      actual = json::parse(g->body, nullptr, false).value("actual", json());
+      metrics = m->body;
+      if (actual.is_object() && actual.contains("cpuRequestMilli") &&
+          metrics.find("podshim_cpu_weight_formula{") != std::string::npos)
+        break;
+    }
+    ::usleep(100 * 1000);
+  }
+  ASSERT_TRUE(actual.is_object()) << "no read-back for " << id;
+  EXPECT_EQ(actual.value("cpuRequestMilli", int64_t{-1}), 500) << actual.dump();
+  EXPECT_EQ(actual.value("cpuLimitMilli", int64_t{-1}), 1000) << actual.dump();
+  EXPECT_EQ(actual.value("memoryLimitBytes", int64_t{-1}), int64_t{256} << 20) << actual.dump();
+  EXPECT_NE(metrics.find("formula=\"linear\""), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("formula=\"quadratic\""), std::string::npos) << metrics;
 
   CmdResult del = run_cmd({rt, "delete", "--force", id});
   ASSERT_EQ(del.status, 0) << del.output;

@@ -102,7 +102,8 @@ class ReadBackTest : public ::testing::Test {
               cgroup::cpu_max_value(a.cpu_limit_milli),
               std::to_string(cgroup::milli_cpu_to_weight(*a.cpu_request_milli, cgroup::WeightFormula::Quadratic)));
   }
-  void add_container(const std::string& id, const K8sResources& a, std::string state = "running") {
+  void add_container(const std::string& id, const K8sResources& a, std::string state = "running",
+                     Source source = Source::Nri) {
     Container c;
     c.id = id;
     c.pod_uid = "p1";
@@ -111,7 +112,7 @@ class ReadBackTest : public ::testing::Test {
     c.state = std::move(state);
     c.desired = a;
     c.allocated = a;
-    c.source = Source::Nri;
+    c.source = source;
     ASSERT_TRUE(store_->upsert_container(c));
   }
   void add_pod() {
@@ -565,6 +566,46 @@ TEST_F(ReadBackTest, CpuRequestUsesTheFormulaInUse) {
   EXPECT_EQ(c->drift[0].resource, "cpu_request");
   EXPECT_EQ(c->drift[0].allocated, std::to_string(linear));
   EXPECT_EQ(c->drift[0].actual, "500");
+}
+
+// hooks.d mode has no NRI to pass the shares: the hook's registration
+// carries the request the spec's shares stand for, and the first read of the
+// container (the runtime's own cpu.weight) teaches the formula.
+TEST_F(ReadBackTest, HookRegistrationTeachesTheFormulaAtItsFirstRead) {
+  auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
+  auto o = options();
+  o.formulas = tracker;
+  make(o);
+  rb_->start();
+  add_pod();
+  // crun 1.8.1 / runc 1.1.5: the linear formula, 250m (256 shares) → 10.
+  add_cgroup("c1", a_);
+  tree_.set("kubepods/pod1/c1", "cpu.weight",
+            std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
+  add_container("c1", a_, "running", Source::Hook);
+  loop_.advance(0ms);
+  ASSERT_EQ(tracker->learned(), cgroup::WeightFormula::Linear);
+  EXPECT_EQ(store_->container("c1")->actual->resources.cpu_request_milli, 250);
+  EXPECT_TRUE(store_->container("c1")->drift.empty());
+  EXPECT_EQ(count_lines("The runtime writes cpu.weight with the linear formula"), 1);
+}
+
+// A weight podshim wrote itself teaches nothing: a hook-registered container
+// resized before its first read is not evidence of the runtime's formula.
+TEST_F(ReadBackTest, HookContainerResizedBeforeItsFirstReadTeachesNothing) {
+  auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
+  auto o = options();
+  o.formulas = tracker;
+  make(o);
+  rb_->start();
+  add_pod();
+  add_cgroup("c1", a_);
+  tree_.set("kubepods/pod1/c1", "cpu.weight",
+            std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
+  add_container("c1", a_, "running", Source::Hook);
+  ASSERT_TRUE(store_->update_container("c1", [](Container& c) { c.allocated.cpu_request_milli = 500; }));
+  loop_.advance(0ms);
+  EXPECT_FALSE(tracker->learned().has_value());
 }
 
 TEST_F(ReadBackTest, FreshAllocationIsNotJudgedUntilItSettles) {
