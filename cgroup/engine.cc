@@ -71,6 +71,13 @@ Error shrink_refused(ShrinkRefusal r) {
       msg = fmt::format("'{}': memory limit ({}) below current usage ({}) (anon={} file={} shmem={}) "
                         "after reclaiming for {} ms; leaving memory.max unchanged",
                         r.id, r.target, r.usage, r.anon, r.file, r.shmem, r.elapsed.count());
+      // Reclaim skips dirty page cache until the flusher has written it
+      // (mm/vmscan.c wakes it and moves on), so a large dirty share is the
+      // likely reason, and the same shrink can pass once it is clean.
+      if (r.dirty > 0)
+        msg += fmt::format(" ({} of the page cache was dirty or under writeback: reclaimable only once written "
+                           "back, so a later retry may pass)",
+                           r.dirty);
       break;
     case ShrinkWhy::Growth:
       msg = fmt::format("'{}': memory limit ({}) refused: usage grows {} (usage {}, anon={} shmem={}) "

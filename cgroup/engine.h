@@ -215,6 +215,10 @@ struct ShrinkRefusal {
   std::string id;
   uint64_t target = 0, usage = 0, anon = 0, file = 0, shmem = 0;
   ShrinkWhy why = ShrinkWhy::Usage;
+  // Of `file`: dirty or under writeback (memory.stat file_dirty +
+  // file_writeback). Reclaim cannot free those pages before they are
+  // written back; a Timeout with many of them may pass on a retry.
+  uint64_t dirty = 0;
   int64_t growth_bytes_per_sec = 0;  // Growth (and measured for every why)
   double psi_some_avg10 = 0, psi_full_avg10 = 0;  // Pressure
   double psi_some_window = 0, psi_full_window = 0;  // Pressure: the figure compared

@@ -61,6 +61,7 @@ struct Shrink {
   // memory.stat as last read (the report shows it as read), and how far
   // it may lag the kernel (memory_stat_lag_bytes()).
   uint64_t anon = 0, file = 0, shmem = 0, slab = 0;
+  uint64_t dirty = 0;  // file_dirty + file_writeback: page cache that reclaim must wait for
   uint64_t lag = 0;
   // The Usage refusal rests on the lag (reported with the refusal).
   bool lag_decided = false;
@@ -135,10 +136,12 @@ uint64_t stat_lag() {
 // memory.stat's anon, file, shmem and slab_reclaimable into `s`, as the
 // kernel lists them (the refusal reports them so).
 Result<void> read_breakdown(Shrink& s) {
-  static constexpr std::array<std::string_view, 4> kKeys{"anon", "file", "shmem", "slab_reclaimable"};
-  std::array<uint64_t, 4> v{};
+  static constexpr std::array<std::string_view, 6> kKeys{"anon",         "file",      "shmem", "slab_reclaimable",
+                                                         "file_dirty", "file_writeback"};
+  std::array<uint64_t, 6> v{};
   PODSHIM_TRY(s.cg.dir->read_fields("memory.stat", kKeys, v));
   s.anon = v[0], s.file = v[1], s.shmem = v[2], s.slab = v[3];
+  s.dirty = v[4] + v[5];
   return {};
 }
 
@@ -404,6 +407,7 @@ void give_up(const ShrinkPtr& s, Unexpected e) {
 
 Unexpected refuse(const Shrink& s, ShrinkWhy why) {
   ShrinkRefusal r{s.cg.id, s.target, s.usage, s.anon, s.file, s.shmem};
+  r.dirty = s.dirty;
   r.why = why;
   r.growth_bytes_per_sec = static_cast<int64_t>(growth_rate(s.samples));
   r.psi_some_avg10 = s.some_avg10_max;

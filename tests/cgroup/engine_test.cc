@@ -1122,6 +1122,27 @@ TEST_F(EngineTest, ReclaimTimeoutNamesTheReason) {
   EXPECT_NE(r.error().message.find("after reclaiming for "), std::string::npos) << r.error().message;
 }
 
+// Page cache that is dirty or under writeback cannot be reclaimed until the
+// flusher has written it; the refusal says how much of it there was.
+TEST_F(EngineTest, ReclaimTimeoutNamesDirtyPageCache) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  tree.set("kubepods/c1", "memory.stat",
+           fmt::format("anon {}\nfile {}\nshmem 0\nfile_dirty {}\nfile_writeback {}\n", 10 * kMi, 90 * kMi,
+                       30 * kMi, 8 * kMi));
+  auto e = engine(options());
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto r = e->resize(req);
+  ASSERT_FALSE(r);
+  const auto* d = r.error().payload_as<ShrinkRefusal>();
+  ASSERT_TRUE(d) << r.error().message;
+  EXPECT_EQ(d->why, ShrinkWhy::Timeout);
+  EXPECT_EQ(d->dirty, 38 * kMi);
+  EXPECT_NE(r.error().message.find(fmt::format("({} of the page cache was dirty or under writeback", 38 * kMi)),
+            std::string::npos)
+      << r.error().message;
+}
+
 TEST_F(EngineTest, ReclaimOnlyKeepsTheClampUntilReleaseAndWritesNothingElse) {
   tree.add("kubepods/c1", std::to_string(256 * kMi), "50000 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
   tree.set("kubepods/c1", "memory.high", std::to_string(200 * kMi));
