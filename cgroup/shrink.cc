@@ -329,7 +329,8 @@ void decide(const ShrinkPtr& s) {
     return give_up(s, refuse(*s, ShrinkWhy::Growth));
   // Usage at the moment of the write: the clamp holds it near the target,
   // but memory.high can be overshot; a memory.max below usage makes the
-  // write itself reclaim and, failing that, OOM-kill (facts §8).
+  // write itself reclaim and, failing that, OOM-kill (mm/memcontrol.c,
+  // memory_max_write).
   auto cur = t.dir->read_u64("memory.current");
   if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", t.id)));
   s->usage = *cur;

@@ -1,4 +1,4 @@
-// The memory shrink without OOM kills (kubernetes#135670, podshim issue 17):
+// The memory shrink without OOM kills (kubernetes#135670):
 // a timer-driven state machine, one per lowered memory.max, that the engine
 // (engine.cc) runs for a resize. Internal to cgroup/: the facade is engine.h.
 //

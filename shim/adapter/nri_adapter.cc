@@ -11,6 +11,19 @@
 
 namespace podshim::adapter {
 
+namespace {
+
+// A store change a runtime event asked for. NRI mode's store lives in memory
+// (Store::in_memory), so the failure to expect is ENOENT: the object is
+// already gone (a repeated or late event), and nothing needs doing. Anything
+// else is logged and not fatal: the next Synchronize rebuilds the store.
+template <typename T>
+void stored_or_gone(const Result<T>& r, std::string_view what, std::string_view id) {
+  if (!r && r.error().code != ENOENT) log::warn("NRI: {} {}: {}", what, id, r.error().message);
+}
+
+}  // namespace
+
 NriAdapter::NriAdapter(core::Store& store, cgroup::Engine* engine, cdi::Registry* registry,
                        core::Metrics* metrics, AdapterOptions opts)
     : store_(store), engine_(engine), registry_(registry), metrics_(metrics), opts_(std::move(opts)) {
@@ -58,10 +71,12 @@ void NriAdapter::set_handlers() {
   });
   handle<api::STOP_CONTAINER>([this](P pod, C ctr, api::StopContainerResponse*) -> Result<void> {
     remember(pod.uid, ctr, false);
-    (void)store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; });
+    stored_or_gone(store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; }),
+                   "marking stopped the container", ctr.id);
     return {};
   });
-  handle<api::REMOVE_CONTAINER>([this](P, C ctr) { (void)store_.remove_container(ctr.id); });
+  handle<api::REMOVE_CONTAINER>(
+      [this](P, C ctr) { stored_or_gone(store_.remove_container(ctr.id), "forgetting the container", ctr.id); });
 }
 
 void NriAdapter::count(api::Event e) {
@@ -253,12 +268,13 @@ void NriAdapter::finish_synchronize() {
       // No such pod in the whole sync: ignored, as a container with an
       // unknown pod is at any other time.
       log::warn("NRI: ignoring container {}: its pod sandbox {} is not in the Synchronize", id, sandbox);
-      (void)store_.remove_container(id);
+      stored_or_gone(store_.remove_container(id), "forgetting the container", id);
       sync_.ctrs.erase(id);
       continue;
     }
     const std::string& uid = it->second;
-    (void)store_.update_container(id, [&](core::Container& c) { c.pod_uid = uid; });
+    stored_or_gone(store_.update_container(id, [&](core::Container& c) { c.pod_uid = uid; }),
+                   "giving its pod to the container", id);
   }
   // weight_formula: auto learns from a few running containers' cpu.weight
   // (sync_container), and containers podshim has never read (it was away
@@ -273,8 +289,8 @@ void NriAdapter::finish_synchronize() {
   store_.for_each_pod([&](const core::Pod& p) {
     if (p.source == core::Source::Nri && !sync_.pods.count(p.uid)) gone_pods.push_back(p.uid);
   });
-  for (const auto& id : gone_ctrs) (void)store_.remove_container(id);
-  for (const auto& uid : gone_pods) (void)store_.remove_pod(uid);
+  for (const auto& id : gone_ctrs) stored_or_gone(store_.remove_container(id), "dropping the stale container", id);
+  for (const auto& uid : gone_pods) stored_or_gone(store_.remove_pod(uid), "dropping the stale pod", uid);
   log::info("NRI: synchronized {} pods and {} containers ({} stale containers dropped)", sync_.pod_count,
             sync_.container_count, gone_ctrs.size());
   sync_ = SyncState{};  // release the sets of a big sync
@@ -312,7 +328,9 @@ Result<void> NriAdapter::create_container(const pb::PodSandboxView& pod, const p
     if (!c.devices.empty())
       for (const auto& d : edits->devices) c.devices.front().node_paths.push_back(d.path);
   });
-  (void)stored;
+  // The devices are in the adjustment whatever the store says; a container
+  // gone meanwhile (ENOENT) only loses their record.
+  stored_or_gone(stored, "recording the CDI devices of the container", ctr.id);
   log::at(log::Level::Info, {{"CONTAINER_ID", std::string(ctr.id)}},
           "injected CDI devices {} ({} device nodes, {} mounts added)",
           fmt::join(*requested, ","), added.size(), reply->adjust().mounts_size());
@@ -367,7 +385,7 @@ void NriAdapter::update_container(const pb::PodSandboxView& pod, const pb::Conta
     remember(pod.uid, ctr.partial ? full : ctr, true);
     look();
   }
-  // Values the kernel would refuse are refused before anything is recorded (issue 17.5).
+  // Values the kernel would refuse are refused before anything is recorded.
   // The context is formatted only on a refusal, not on every update.
   if (auto k = cgroup::check_kernel_limits(linux_values(resources)); !k) {
     auto e = std::move(k).error().wrap(fmt::format("container {}", ctr.id));
@@ -428,8 +446,8 @@ void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgrou
 void NriAdapter::remove_pod(std::string_view uid) {
   std::vector<std::string> ids;
   store_.for_each_container_of(uid, [&](const core::Container& k) { ids.push_back(k.id); });
-  for (const auto& id : ids) (void)store_.remove_container(id);
-  (void)store_.remove_pod(uid);
+  for (const auto& id : ids) stored_or_gone(store_.remove_container(id), "forgetting the container", id);
+  stored_or_gone(store_.remove_pod(uid), "forgetting the pod", uid);
 }
 
 void NriAdapter::refresh_actual(const pb::ContainerView& ctr) {

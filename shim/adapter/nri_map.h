@@ -21,8 +21,8 @@ namespace api = nri::api;
 namespace pb = nri::pb;
 
 // LinuxResources → the NRI/OCI values the engine understands. Absent
-// optional fields become 0 ("unchanged"); facts §9: a memory-only CRI update
-// reaches NRI with the cpu fields present but zero, which means the same.
+// optional fields become 0 ("unchanged"); a memory-only CRI update (cri-api
+// LinuxContainerResources is proto3: a field left out reads 0) reaches NRI with the cpu fields present but zero, which means the same.
 cgroup::LinuxResourceValues linux_values(const pb::LinuxResourcesView& r);
 
 // Kubernetes resources of a container or pod as NRI describes them, applied

@@ -1,6 +1,5 @@
 // Benchmark: how late a 10 ms timer on the daemon's sd-event loop fires
-// while the systemd driver waits for a slow systemd (podshim issue 16 item
-// 3). A fake systemd (tests/cgroup/fake_systemd.h) answers each
+// while the systemd driver waits for a slow systemd. A fake systemd (tests/cgroup/fake_systemd.h) answers each
 // SetUnitProperties after `delay_ms`; `rounds` resizes run one after the
 // other. Three phases in the same run:
 //   idle      the timer alone (the baseline),

@@ -1,6 +1,6 @@
 // The systemd driver's D-Bus calls against a fake systemd: an sd-bus server
 // on a private unix socket, in its own thread, that answers
-// SetUnitProperties after a delay or never (podshim issue 16 item 3). The
+// SetUnitProperties after a delay or never. The
 // engine runs asynchronously on an sd-event loop in the test thread, as in
 // podshimd: while systemd takes its time, the loop's timers keep firing on
 // schedule, the attribute files are written only after the reply, resizes

@@ -1,5 +1,5 @@
 // Memory shrinks against workloads that keep changing while podshim shrinks
-// them (podshim issue 17), on a real cgroup v2 kernel inside the qemu guest
+// them, on a real cgroup v2 kernel inside the qemu guest
 // (tests/vm/vm-run). Cases: anon growing at +1, +5 and +20 MiB per 100 ms,
 // page cache re-read in a loop, shmem (memfd) growing. Several runs each.
 // Claims checked on every run:

@@ -1,4 +1,4 @@
-// Crash and restart safety of podshimd (issue 11 part 4) on a real cgroup v2
+// Crash and restart safety of podshimd on a real cgroup v2
 // kernel, inside the qemu guest (tests/vm/vm-run): podshimd --nri=off owns the
 // guest's /sys/fs/cgroup; real processes run in a pod's container cgroups;
 // podshimd is killed with SIGKILL at a known point of a resize (the engine's

@@ -1,4 +1,4 @@
-// Read-back and drift on a real cgroup v2 kernel (issue 17 item 6), inside the
+// Read-back and drift on a real cgroup v2 kernel, inside the
 // qemu guest (tests/vm/vm-run): podshimd --nri=off owns the guest's
 // /sys/fs/cgroup; a container registered as podshim-hook registers it gets its
 // actual values from the kernel without any resize; a hand edit of memory.max

@@ -1,5 +1,5 @@
 // The engine's systemd driver against a real systemd 252 running as PID 1 in
-// the qemu guest (tests/vm/vm-run --mode systemd), issue 3: a pod slice and a
+// the qemu guest (tests/vm/vm-run --mode systemd): a pod slice and a
 // container scope created by systemd-run the way runc's systemd driver lays
 // them out, resized through cgroup::Engine with DriverKind::Systemd. Both the
 // unit properties (`systemctl show`) and the cgroup files must carry the new
@@ -192,7 +192,8 @@ TEST_F(SystemdDriver, PropertiesAndFilesCarryNewValuesAndSurviveDaemonReload) {
 
 // The same driver as podshimd runs it: asynchronous resizes on an sd-event
 // loop, the sd-bus connection attached to it (EngineOptions::event), the
-// SetUnitProperties replies dispatched by the loop (issue 16 item 3).
+// SetUnitProperties replies dispatched by the loop, so a slow systemd
+// never stalls the loop.
 TEST_F(SystemdDriver, AsynchronousResizeOnTheLoopSetsUnitAndFiles) {
   sd_event* loop = nullptr;
   ASSERT_GE(sd_event_new(&loop), 0);

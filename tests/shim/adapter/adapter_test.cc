@@ -152,7 +152,8 @@ TEST(NriMap, UnchangedShortcutSeesEveryChange) {
 }
 
 TEST(NriMap, MemoryOnlyUpdateKeepsCpu) {
-  // facts §9: a memory-only CRI update arrives with cpu fields present but 0.
+  // A memory-only CRI update arrives with cpu fields present but 0 (cri-api
+  // LinuxContainerResources is proto3: a field left out reads 0).
   cgroup::K8sResources cur;
   cur.cpu_request_milli = 250;
   cur.cpu_limit_milli = 500;

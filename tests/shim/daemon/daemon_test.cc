@@ -88,7 +88,7 @@ TEST_F(DaemonTest, SighupReloadsAndKeepsOldConfigOnError) {
   std::ofstream(cfg) << "node:\n  allocatable: {cpu: \"1\", memory: 1Gi}\n";
   Daemon d(dir, {"--config", cfg});
   ASSERT_TRUE(d.start()) << read_file(d.log());
-  fake_cgroup(d.cgroot(), "/c1");  // registration checks the cgroup exists (issue 18)
+  fake_cgroup(d.cgroot(), "/c1");  // registration checks the cgroup exists
   d.req("POST", "/v1/containers", R"({"id":"c1","cgroupPath":"/c1","resources":{"requests":{"cpu":"100m"}}})");
   auto r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"2"}}})");
   EXPECT_EQ(json::parse(r.body)["result"], "infeasible");
