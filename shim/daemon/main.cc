@@ -320,67 +320,21 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
   if (sd_event_source_set_floating(src, 1) >= 0) sd_event_source_unref(src);
 }
 
-int run(Daemon& d) {
-  auto cfg = load(d.args);
-  if (!cfg) {
-    log::err("Loading configuration failed: {}", cfg.error().message);
-    return 2;
-  }
-  d.cfg = std::move(*cfg);
-  log::set_level(d.cfg.log_level);
-  auto so = status::server_options(d.cfg);
-  if (!so) {
-    log::err("Invalid configuration: {}", so.error().message);
-    return 2;
-  }
-  if (d.args.check_only) {
-    std::printf("configuration OK (%s)\n", d.args.config_path.c_str());
-    for (const auto& k : core::config_keys()) {
-      std::string v = core::config_value(d.cfg, k.key);
-      if (v.empty()) v = "(" + std::string(k.unset) + ")";
-      std::printf("  %-34s %s  [%s]\n", std::string(k.key).c_str(), v.c_str(), d.cfg.where(k.key).c_str());
-    }
-    return 0;
-  }
-  // NRI mode keeps the model in memory only: the runtime resends every pod
-  // and container in Synchronize (see the rule in shim/core/state.h).
-  // Hooks-only mode has no runtime to ask again and persists registrations.
-  if (d.cfg.nri_enabled) {
-    d.store = core::Store::in_memory();
-  } else {
-    auto store = core::Store::open(d.cfg.state_dir);
-    if (!store) {
-      log::err("Opening state failed: {}", store.error().message);
-      return 1;
-    }
-    d.store = std::move(*store);
-    for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
-  }
-  auto alloc = allocatable(d.cfg);
-  if (!alloc) {
-    log::err("{}", alloc.error().message);
-    return 1;
-  }
+// The loop, the engine on it, the signals podshimd answers and its limits.
+// The engine's timers (the shrink's state machine, clamp releases) and the
+// systemd driver's D-Bus replies run on this loop, so no resize ever blocks
+// it.
+Result<core::Scheduler> start_loop(Daemon& d) {
   // A loop of our own, not sd_event_default(): libsystemd checks a default
   // loop's thread with a gettid() system call on every iteration
   // (sd_event_prepare in src/libsystemd/sd-event/sd-event.c), one more
   // syscall on every NRI request. Nothing here asks for the default loop.
-  int r = sd_event_new(&d.loop);
-  if (r < 0) {
-    log::err("sd_event_new: {}", errno_string(-r));
-    return 1;
-  }
-  // The engine's timers (the shrink's state machine, clamp releases) and
-  // the systemd driver's D-Bus replies run on this loop, so no resize ever
-  // blocks it.
+  if (int r = sd_event_new(&d.loop); r < 0) return fail(-r, "sd_event_new: {}", errno_string(-r));
   core::Scheduler schedule = [loop = d.loop](std::chrono::milliseconds delay, std::function<void()> fn) {
     schedule_on(loop, delay, std::move(fn));
   };
   auto act = core::EngineActuator::create(d.cfg, schedule, d.loop);
-  if (!act) {
-    log::err("{}", act.error().message);
-    return 1;
-  }
+  if (!act) return Unexpected(act.error());
   if (auto r = (*act)->engine().recover(); !r) {
     // A crash mid-shrink left a clamp; failing to undo it is worth knowing
     // but not worth refusing to serve.
@@ -393,14 +347,13 @@ int run(Daemon& d) {
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&ss, s);
   sigprocmask(SIG_BLOCK, &ss, nullptr);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) {
-    r = sd_event_add_signal(d.loop, nullptr, s, &on_signal, &d);
-    if (r < 0) {
-      log::err("Installing signal handler: {}", errno_string(-r));
-      return 1;
-    }
+    if (int r = sd_event_add_signal(d.loop, nullptr, s, &on_signal, &d); r < 0)
+      return fail(-r, "Installing signal handler: {}", errno_string(-r));
   }
-  // Pings WATCHDOG=1 at half of WATCHDOG_USEC when systemd asks for it.
-  (void)sd_event_set_watchdog(d.loop, 1);
+  // Pings WATCHDOG=1 at half of WATCHDOG_USEC when systemd asks for it; a
+  // failure only means no watchdog, which systemd then does not expect.
+  if (int r = sd_event_set_watchdog(d.loop, 1); r < 0)
+    log::debug("Enabling the systemd watchdog failed, ignoring: {}", errno_string(-r));
 
   // The read-back keeps attribute fds open; systemd hands services a soft
   // RLIMIT_NOFILE of 1024 for select()'s sake and expects programs that
@@ -410,41 +363,42 @@ int run(Daemon& d) {
     rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) log::debug("Raising RLIMIT_NOFILE failed, ignoring: {}", errno_string(errno));
   }
-  {
-    // Every container's actual values and drift, read on this loop in slices.
-    auto* ea = static_cast<core::EngineActuator*>(d.actuator.get());
-    core::ReadBackOptions ro = core::readback_options(d.cfg);
-    ro.formulas = ea->formulas();
-    ro.usage_history = ea->usage_history();
-    ro.schedule = schedule;
-    auto rb = core::ReadBack::create(*d.store, &ea->engine(), &d.metrics, std::move(ro));
-    if (!rb) {
-      log::err("{}", rb.error().message);
-      return 1;
-    }
-    d.readback = std::move(*rb);
-    d.readback->start();
-  }
+  return schedule;
+}
+
+// Every container's actual values and drift, read on the loop in slices;
+// then NRI mode, when on, and the resize service over whichever actuator the
+// mode has.
+Result<void> start_resize(Daemon& d, const core::Scheduler& schedule, const core::NodeAllocatable& alloc) {
+  auto* ea = static_cast<core::EngineActuator*>(d.actuator.get());
+  core::ReadBackOptions ro = core::readback_options(d.cfg);
+  ro.formulas = ea->formulas();
+  ro.usage_history = ea->usage_history();
+  ro.schedule = schedule;
+  auto rb = core::ReadBack::create(*d.store, &ea->engine(), &d.metrics, std::move(ro));
+  if (!rb) return Unexpected(rb.error());
+  d.readback = std::move(*rb);
+  d.readback->start();
 
   core::Actuator* actuator = d.actuator.get();
   if (d.cfg.nri_enabled) {
-    auto* engine_act = static_cast<core::EngineActuator*>(d.actuator.get());
-    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, engine_act->engine(), d.metrics,
-                                      engine_act->formulas(), schedule, d.readback.get(),
-                                      d.args.hook_host_path.value_or(""));
-    if (!nri) {
-      log::err("Starting NRI mode failed: {}", nri.error().message);
-      return 1;
-    }
+    auto nri = daemon::NriMode::start(d.loop, d.cfg, *d.store, ea->engine(), d.metrics, ea->formulas(), schedule,
+                                      d.readback.get(), d.args.hook_host_path.value_or(""));
+    if (!nri) return wrap(nri, "Starting NRI mode failed");
     d.nri = std::move(*nri);
     actuator = &d.nri->actuator();
   }
   d.container_metrics =
       std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
   d.timed_actuator = d.container_metrics->wrap(*actuator);
-  d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, *alloc, &d.metrics);
+  d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, alloc, &d.metrics);
   if (d.nri) d.nri->set_resize(d.resize.get());
+  return {};
+}
 
+// The status socket and, when configured, the TCP /metrics listener, which
+// serves the same families as the socket's /metrics.
+Result<void> start_servers(Daemon& d, status::ServerOptions so) {
   status::ServerDeps deps;
   deps.store = d.store.get();
   deps.resize = d.resize.get();
@@ -461,53 +415,51 @@ int run(Daemon& d) {
   if (auto* ea = dynamic_cast<core::EngineActuator*>(d.actuator.get()); ea && ea->formulas()) {
     deps.before_metrics = [&d, f = ea->formulas()] { core::export_weight_formulas(d.metrics, *f); };
   }
-  // The TCP listener serves the same families as the status socket's /metrics.
   auto before_metrics = deps.before_metrics;
   auto extra_metrics = deps.extra_metrics;
   deps.cgroup_root = d.cfg.cgroup_root;
   deps.cgroup_driver = d.cfg.cgroup_driver;
-  auto server = status::Server::start(d.loop, std::move(*so), deps);
-  if (!server) {
-    log::err("Starting the status socket failed: {}", server.error().message);
-    return 1;
-  }
+  auto server = status::Server::start(d.loop, std::move(so), deps);
+  if (!server) return wrap(server, "Starting the status socket failed");
   d.server = std::move(*server);
-  if (!d.cfg.metrics_listen.empty()) {
-    auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d, before_metrics, extra_metrics] {
-      d.metrics.containers.set({}, static_cast<double>(d.store->container_count()));
-      d.metrics.pods.set({}, static_cast<double>(d.store->pods().size()));
-      if (before_metrics) before_metrics();
-      std::string out = d.metrics.render();
-      extra_metrics(out);
-      return out;
-    });
-    if (!ml) {
-      log::err("Starting the metrics listener failed: {}", ml.error().message);
-      return 1;
-    }
-    d.metrics_listener = std::move(*ml);
-    log::info("Serving /metrics on {}", d.metrics_listener->address());
-  }
+  if (d.cfg.metrics_listen.empty()) return {};
+  auto ml = status::MetricsListener::start(d.loop, d.cfg.metrics_listen, [&d, before_metrics, extra_metrics] {
+    d.metrics.containers.set({}, static_cast<double>(d.store->container_count()));
+    d.metrics.pods.set({}, static_cast<double>(d.store->pods().size()));
+    if (before_metrics) before_metrics();
+    std::string out = d.metrics.render();
+    extra_metrics(out);
+    return out;
+  });
+  if (!ml) return wrap(ml, "Starting the metrics listener failed");
+  d.metrics_listener = std::move(*ml);
+  log::info("Serving /metrics on {}", d.metrics_listener->address());
+  return {};
+}
 
-  // Everything that needed privilege is done: the socket is bound, chowned
-  // and in place, state and cgroup directories are open to uid 0 by plain
-  // owner permissions. Keep no capability at all (docs/security.md), then
-  // confine the syscalls.
-  if (auto r = security::restrict_capabilities({}); !r) {
-    log::err("Dropping capabilities failed: {}", r.error().message);
-    return 1;
-  }
+// Everything that needed privilege is done: the socket is bound, chowned
+// and in place, state and cgroup directories are open to uid 0 by plain
+// owner permissions. Keep no capability at all (docs/security.md), then
+// confine the syscalls.
+Result<void> confine(const Daemon& d) {
+  if (auto r = security::restrict_capabilities({}); !r) return wrap(r, "Dropping capabilities failed");
   if (d.args.no_seccomp) {
     log::warn("--no-seccomp: running without the syscall allow-list");
-  } else if (auto r = security::install_seccomp(security::daemon_profile()); !r) {
-    log::err("Installing the seccomp filter failed: {}", r.error().message);
-    return 1;
+    return {};
   }
+  if (auto r = security::install_seccomp(security::daemon_profile()); !r)
+    return wrap(r, "Installing the seccomp filter failed");
+  return {};
+}
+
+// Runs the loop until a signal ends it, then takes the services down in the
+// reverse order of their start.
+int serve(Daemon& d) {
   d.ready = true;
   log::info("podshimd ready: socket {}, state {}, {} mode, {} containers known", d.cfg.socket_path,
             d.cfg.state_dir, d.cfg.nri_enabled ? "NRI" : "hooks-only", d.store->container_count());
   sd_notify(0, "READY=1\nSTATUS=serving");
-  r = sd_event_loop(d.loop);
+  int r = sd_event_loop(d.loop);
   d.metrics_listener.reset();
   d.server.reset();  // ends watch streams, removes the socket
   d.nri.reset();
@@ -519,6 +471,63 @@ int run(Daemon& d) {
   }
   log::info("podshimd stopped");
   return 0;
+}
+
+// --check-config: what every key holds and where its value came from.
+int print_config(const Daemon& d) {
+  std::printf("configuration OK (%s)\n", d.args.config_path.c_str());
+  for (const auto& k : core::config_keys()) {
+    std::string v = core::config_value(d.cfg, k.key);
+    if (v.empty()) v = "(" + std::string(k.unset) + ")";
+    std::printf("  %-34s %s  [%s]\n", std::string(k.key).c_str(), v.c_str(), d.cfg.where(k.key).c_str());
+  }
+  return 0;
+}
+
+// NRI mode keeps the model in memory only: the runtime resends every pod and
+// container in Synchronize (see the rule in shim/core/state.h). Hooks-only
+// mode has no runtime to ask again and persists registrations.
+Result<void> open_store(Daemon& d) {
+  if (d.cfg.nri_enabled) {
+    d.store = core::Store::in_memory();
+    return {};
+  }
+  auto store = core::Store::open(d.cfg.state_dir);
+  if (!store) return wrap(store, "Opening state failed");
+  d.store = std::move(*store);
+  for (const auto& w : d.store->load_warnings()) log::warn("{}", w);
+  return {};
+}
+
+int run(Daemon& d) {
+  auto cfg = load(d.args);
+  if (!cfg) {
+    log::err("Loading configuration failed: {}", cfg.error().message);
+    return 2;
+  }
+  d.cfg = std::move(*cfg);
+  log::set_level(d.cfg.log_level);
+  auto so = status::server_options(d.cfg);
+  if (!so) {
+    log::err("Invalid configuration: {}", so.error().message);
+    return 2;
+  }
+  if (d.args.check_only) return print_config(d);
+  auto started = [&]() -> Result<void> {
+    PODSHIM_TRY(open_store(d));
+    auto alloc = allocatable(d.cfg);
+    if (!alloc) return Unexpected(alloc.error());
+    auto schedule = start_loop(d);
+    if (!schedule) return Unexpected(schedule.error());
+    PODSHIM_TRY(start_resize(d, *schedule, *alloc));
+    PODSHIM_TRY(start_servers(d, std::move(*so)));
+    return confine(d);
+  }();
+  if (!started) {
+    log::err("{}", started.error().message);
+    return 1;
+  }
+  return serve(d);
 }
 
 }  // namespace
