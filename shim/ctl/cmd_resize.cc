@@ -45,179 +45,189 @@ int exit_for_result(const std::string& result) {
   return kExitFailure;
 }
 
-int run_resize(int argc, char** argv) {
-  if (auto h = handle_help(argc, argv, std::cout)) return *h;
-  GlobalOptions g = globals();
+// What the command line asks for.
+struct ResizeArgs {
   std::string id;
   bool pod = false;
   json requests = json::object(), limits = json::object(), policy = json::array();
+};
+
+// --cpu, --cpu-request, --cpu-limit, --memory, --memory-limit and
+// --memory-request: the quantity, checked as the API and the kernel would,
+// into the requests or limits of `a`. False (with the reason said) on a bad
+// value.
+bool take_quantity(std::string_view name, const std::string& v, ResizeArgs* a) {
+  const bool cpu = name.starts_with("--cpu");
+  const bool limit = name == "--cpu-limit" || name == "--memory" || name == "--memory-limit";
+  auto q = cpu ? quantity::parse_cpu_milli(v) : quantity::parse_memory_bytes(v);
+  if (!q) {
+    std::fprintf(stderr, "podshimctl resize: %.*s: %s\n", static_cast<int>(name.size()), name.data(),
+                 q.error().message.c_str());
+    return false;
+  }
+  cgroup::K8sResources one;
+  if (cpu)
+    (limit ? one.cpu_limit_milli : one.cpu_request_milli) = *q;
+  else
+    (limit ? one.memory_limit_bytes : one.memory_request_bytes) = *q;
+  if (auto k = cgroup::check_kernel_limits(one); !k) {
+    std::fprintf(stderr, "podshimctl resize: %.*s %s: %s\n", static_cast<int>(name.size()), name.data(), v.c_str(),
+                 k.error().message.c_str());
+    return false;
+  }
+  (limit ? a->limits : a->requests)[cpu ? "cpu" : "memory"] = v;
+  return true;
+}
+
+// --policy cpu=NotRequired,memory=RestartContainer.
+bool take_policy(const std::string& v, ResizeArgs* a) {
+  for (auto item : str::split(v, ',')) {
+    auto kv = str::split(item, '=');
+    if (kv.size() != 2 || (kv[0] != "cpu" && kv[0] != "memory") ||
+        (kv[1] != "NotRequired" && kv[1] != "RestartContainer")) {
+      std::fprintf(stderr, "podshimctl resize: --policy wants cpu|memory=NotRequired|RestartContainer, not '%.*s'\n",
+                   static_cast<int>(item.size()), item.data());
+      return false;
+    }
+    a->policy.push_back({{"resourceName", std::string(kv[0])}, {"restartPolicy", std::string(kv[1])}});
+  }
+  return true;
+}
+
+// The arguments into `a` and `g`; an exit code when they are wrong.
+std::optional<int> parse_resize_args(int argc, char** argv, GlobalOptions* g, ResizeArgs* a) {
   for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
+    std::string_view arg = argv[i];
     std::string err;
-    if (auto t = take_global_option(argc, argv, &i, &g, &err); t == OptionResult::Taken) {
+    if (auto t = take_global_option(argc, argv, &i, g, &err); t == OptionResult::Taken) {
       continue;
     } else if (t == OptionResult::Error) {
       std::fprintf(stderr, "podshimctl resize: %s\n", err.c_str());
       return kExitUsage;
     }
     // --flag VALUE or --flag=VALUE.
-    std::string_view name = a;
-    std::optional<std::string> inline_value;
-    if (a.starts_with("--")) {
-      if (size_t eq = a.find('='); eq != std::string_view::npos) {
-        name = a.substr(0, eq);
-        inline_value = std::string(a.substr(eq + 1));
-      }
+    std::string_view name = arg;
+    std::optional<std::string> value;
+    if (size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = std::string(arg.substr(eq + 1));
     }
-    if (name == "--pod" && !inline_value) {
-      pod = true;
+    if (name == "--pod" && !value) {
+      a->pod = true;
       continue;
     }
-    const std::string flag(name);
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "podshimctl resize: %s needs a value\n", flag.c_str());
-        return std::nullopt;
-      }
-      return std::string(argv[++i]);
-    };
-    if (name == "--cpu" || name == "--cpu-request" || name == "--cpu-limit") {
-      auto v = value();
-      if (!v) return kExitUsage;
-      auto q = quantity::parse_cpu_milli(*v);
-      if (!q) {
-        std::fprintf(stderr, "podshimctl resize: %s: %s\n", flag.c_str(), q.error().message.c_str());
+    const bool quantity = name == "--cpu" || name == "--cpu-request" || name == "--cpu-limit" || name == "--memory" ||
+                          name == "--memory-limit" || name == "--memory-request";
+    if (quantity || name == "--policy") {
+      if (!value && i + 1 >= argc) {
+        std::fprintf(stderr, "podshimctl resize: %.*s needs a value\n", static_cast<int>(name.size()), name.data());
         return kExitUsage;
       }
-      cgroup::K8sResources one;
-      (name == "--cpu-limit" ? one.cpu_limit_milli : one.cpu_request_milli) = *q;
-      if (auto k = cgroup::check_kernel_limits(one); !k) {
-        std::fprintf(stderr, "podshimctl resize: %s %s: %s\n", flag.c_str(), v->c_str(), k.error().message.c_str());
-        return kExitUsage;
-      }
-      (name == "--cpu-limit" ? limits : requests)["cpu"] = *v;
+      if (!value) value = std::string(argv[++i]);
+      if (!(quantity ? take_quantity(name, *value, a) : take_policy(*value, a))) return kExitUsage;
       continue;
     }
-    if (name == "--memory" || name == "--memory-limit" || name == "--memory-request") {
-      auto v = value();
-      if (!v) return kExitUsage;
-      auto q = quantity::parse_memory_bytes(*v);
-      if (!q) {
-        std::fprintf(stderr, "podshimctl resize: %s: %s\n", flag.c_str(), q.error().message.c_str());
-        return kExitUsage;
-      }
-      cgroup::K8sResources one;
-      (name == "--memory-request" ? one.memory_request_bytes : one.memory_limit_bytes) = *q;
-      if (auto k = cgroup::check_kernel_limits(one); !k) {
-        std::fprintf(stderr, "podshimctl resize: %s %s: %s\n", flag.c_str(), v->c_str(), k.error().message.c_str());
-        return kExitUsage;
-      }
-      (name == "--memory-request" ? requests : limits)["memory"] = *v;
-      continue;
-    }
-    if (name == "--policy") {
-      auto v = value();
-      if (!v) return kExitUsage;
-      for (auto item : str::split(*v, ',')) {
-        auto kv = str::split(item, '=');
-        if (kv.size() != 2 || (kv[0] != "cpu" && kv[0] != "memory") ||
-            (kv[1] != "NotRequired" && kv[1] != "RestartContainer")) {
-          std::fprintf(stderr,
-                       "podshimctl resize: --policy wants cpu|memory=NotRequired|RestartContainer, not '%.*s'\n",
-                       static_cast<int>(item.size()), item.data());
-          return kExitUsage;
-        }
-        policy.push_back({{"resourceName", std::string(kv[0])}, {"restartPolicy", std::string(kv[1])}});
-      }
-      continue;
-    }
-    if (a.starts_with("-")) {
+    if (arg.starts_with("-")) {
       std::fprintf(stderr, "podshimctl resize: unknown option '%s'\nTry 'podshimctl resize --help'.\n", argv[i]);
       return kExitUsage;
     }
-    if (!id.empty()) {
+    if (!a->id.empty()) {
       std::fprintf(stderr, "podshimctl resize: more than one ID given\n");
       return kExitUsage;
     }
-    id = std::string(a);
+    a->id = std::string(arg);
   }
-  if (id.empty() || (requests.empty() && limits.empty() && policy.empty())) {
+  if (a->id.empty() || (a->requests.empty() && a->limits.empty() && a->policy.empty())) {
     std::fprintf(stderr, "podshimctl resize: %s\nTry 'podshimctl resize --help'.\n",
-                 id.empty() ? "no ID given" : "nothing to change: give --cpu, --cpu-limit, --memory, --memory-request or --policy");
+                 a->id.empty() ? "no ID given"
+                               : "nothing to change: give --cpu, --cpu-limit, --memory, --memory-request or --policy");
     return kExitUsage;
   }
+  if (a->pod && !a->policy.empty()) {
+    std::fprintf(stderr, "podshimctl resize: pods have no resizePolicy (KEP-5419); drop --policy\n");
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+// The request body the API takes for `a`.
+json resize_body(const ResizeArgs& a) {
+  json resources = json::object();
+  if (!a.requests.empty()) resources["requests"] = a.requests;
+  if (!a.limits.empty()) resources["limits"] = a.limits;
+  if (a.pod) return {{"resources", resources}};
+  json body = json::object();
+  if (!resources.empty()) body["resources"] = resources;
+  if (!a.policy.empty()) body["resizePolicy"] = a.policy;
+  return body;
+}
+
+// An "in_progress" answer becomes the final one: the worst of the
+// containers' outcomes, waited for.
+void wait_final(const GlobalOptions& g, json& j, int* rc) {
+  if (j.value("result", "") != "in_progress" || !j.contains("generations") || !j["generations"].is_object()) return;
+  std::string final_result = "applied", final_msg;
+  for (const auto& [cid, gen] : j["generations"].items()) {
+    auto [o, msg] = wait_outcome(g, cid, gen.get<int64_t>(), rc);
+    if (o != "applied" && o != "unchanged") {
+      final_result = o;
+      final_msg = msg;
+    }
+  }
+  j["result"] = final_result;
+  j["message"] = final_msg;
+}
+
+// -o wide: what the engine saw (reclaimed bytes, duration, memory.events deltas).
+void print_report(const json& r) {
+  std::printf("report: duration %lldms, reclaimed %lld bytes, growth %lld bytes/s",
+              static_cast<long long>(r.value("durationMs", int64_t{0})),
+              static_cast<long long>(r.value("bytesReclaimed", int64_t{0})),
+              static_cast<long long>(r.value("growthBytesPerSecond", int64_t{0})));
+  if (r.contains("memoryEvents") && r["memoryEvents"].is_object()) {
+    for (const auto& [cg, e] : r["memoryEvents"].items())
+      std::printf("; %s oom %lld oom_kill %lld high %lld max %lld", cg.c_str(),
+                  static_cast<long long>(e.value("oom", int64_t{0})),
+                  static_cast<long long>(e.value("oomKill", int64_t{0})),
+                  static_cast<long long>(e.value("high", int64_t{0})), static_cast<long long>(e.value("max", int64_t{0})));
+  }
+  std::printf("\n");
+}
+
+void print_result(const ResizeArgs& a, const json& j, Format f) {
+  if (f == Format::Json || f == Format::Yaml) {
+    std::cout << render_document(j, f);
+    return;
+  }
+  std::printf("%s: %s", a.id.c_str(), j.value("result", "").c_str());
+  if (!a.pod && j.contains("generations") && j["generations"].is_object()) {
+    for (const auto& [cid, gen] : j["generations"].items())
+      std::printf(" (generation %lld)", static_cast<long long>(gen.get<int64_t>()));
+  }
+  std::string msg = j.value("message", "");
+  if (!msg.empty()) std::printf(": %s", msg.c_str());
+  std::printf("\n");
+  if (f == Format::Wide && j.contains("report") && j["report"].is_object()) print_report(j["report"]);
+}
+
+int run_resize(int argc, char** argv) {
+  if (auto h = handle_help(argc, argv, std::cout)) return *h;
+  GlobalOptions g = globals();
+  ResizeArgs a;
+  if (auto rc = parse_resize_args(argc, argv, &g, &a)) return *rc;
   std::string err;
   auto f = resolve_format(g, kFormats, Format::Table, &err);
   if (!f) {
     std::fprintf(stderr, "podshimctl resize: %s\n", err.c_str());
     return kExitUsage;
   }
-  json resources = json::object();
-  if (!requests.empty()) resources["requests"] = requests;
-  if (!limits.empty()) resources["limits"] = limits;
-  json body;
-  if (pod) {
-    if (!policy.empty()) {
-      std::fprintf(stderr, "podshimctl resize: pods have no resizePolicy (KEP-5419); drop --policy\n");
-      return kExitUsage;
-    }
-    body = {{"resources", resources}};
-  } else {
-    body = json::object();
-    if (!resources.empty()) body["resources"] = resources;
-    if (!policy.empty()) body["resizePolicy"] = policy;
-  }
-  std::string target = (pod ? "/v1/pods/" : "/v1/containers/") + id + "/resize";
+  std::string target = (a.pod ? "/v1/pods/" : "/v1/containers/") + a.id + "/resize";
   int rc = kExitOk;
   json j;
-  if (!call(g, "POST", target, body.dump(), &j, &rc)) return rc;
-  std::string result = j.value("result", "");
-  if (result == "in_progress" && j.contains("generations") && j["generations"].is_object()) {
-    // The final outcome is the worst of the containers' outcomes.
-    std::string final_result = "applied", final_msg;
-    for (const auto& [cid, gen] : j["generations"].items()) {
-      auto [o, msg] = wait_outcome(g, cid, gen.get<int64_t>(), &rc);
-      if (o != "applied" && o != "unchanged") {
-        final_result = o;
-        final_msg = msg;
-      }
-    }
-    result = final_result;
-    j["result"] = result;
-    j["message"] = final_msg;
-  }
-  if (*f == Format::Json || *f == Format::Yaml) {
-    std::cout << render_document(j, *f);
-  } else {
-    std::printf("%s: %s", id.c_str(), result.c_str());
-    if (j.contains("generations") && j["generations"].is_object()) {
-      for (const auto& [cid, gen] : j["generations"].items()) {
-        if (!pod) std::printf(" (generation %lld)", static_cast<long long>(gen.get<int64_t>()));
-      }
-    }
-    std::string msg = j.value("message", "");
-    if (!msg.empty()) std::printf(": %s", msg.c_str());
-    std::printf("\n");
-    if (*f == Format::Wide && j.contains("report") && j["report"].is_object()) {
-      // What the engine saw: reclaimed bytes, duration, memory.events deltas.
-      const auto& r = j["report"];
-      std::printf("report: duration %lldms, reclaimed %lld bytes, growth %lld bytes/s",
-                  static_cast<long long>(r.value("durationMs", int64_t{0})),
-                  static_cast<long long>(r.value("bytesReclaimed", int64_t{0})),
-                  static_cast<long long>(r.value("growthBytesPerSecond", int64_t{0})));
-      if (r.contains("memoryEvents") && r["memoryEvents"].is_object()) {
-        for (const auto& [cg, e] : r["memoryEvents"].items())
-          std::printf("; %s oom %lld oom_kill %lld high %lld max %lld", cg.c_str(),
-                      static_cast<long long>(e.value("oom", int64_t{0})),
-                      static_cast<long long>(e.value("oomKill", int64_t{0})),
-                      static_cast<long long>(e.value("high", int64_t{0})),
-                      static_cast<long long>(e.value("max", int64_t{0})));
-      }
-      std::printf("\n");
-    }
-  }
-  return exit_for_result(result);
+  if (!call(g, "POST", target, resize_body(a).dump(), &j, &rc)) return rc;
+  wait_final(g, j, &rc);
+  print_result(a, j, *f);
+  return exit_for_result(j.value("result", ""));
 }
 
 Flag quantity_flag(std::string name, std::string help) {
