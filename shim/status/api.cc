@@ -527,25 +527,7 @@ Reply Api::register_container(std::string_view body) {
     c.pid = static_cast<pid_t>(it->get<int64_t>());
   }
   if (auto it = j->find("annotations"); it != j->end()) {
-    if (!it->is_object()) return error_reply(400, "field 'annotations' must be an object of strings");
-    std::vector<std::pair<std::string_view, std::string_view>> kv;
-    size_t total = 0;
-    for (auto a = it->begin(); a != it->end(); ++a) {
-      if (!a->is_string()) return error_reply(400, fmt::format("annotation '{}' must be a string", a.key()));
-      kv.emplace_back(a.key(), a->get_ref<const std::string&>());
-      total += kv.back().first.size() + kv.back().second.size();
-    }
-    // Kubernetes refuses an object whose annotations (keys and values) pass
-    // 256 KiB (apimachinery pkg/api/validation/objectmeta.go,
-    // TotalAnnotationSizeLimitB), so a real pod never brings more; without
-    // the bound each registration could hold a whole request body, kept
-    // twice (model and JSON), for as long as the container lives.
-    constexpr size_t kMaxAnnotationBytes = 256 << 10;
-    if (total > kMaxAnnotationBytes) {
-      return error_reply(400, fmt::format("field 'annotations' holds {} bytes; Kubernetes allows at most {}", total,
-                                          kMaxAnnotationBytes));
-    }
-    c.annotations.assign(kv.begin(), kv.end());
+    if (auto r = take_annotations(*it, &c); !r) return error_reply(400, r.error().message);
   }
   auto src = str_field("source", false);
   if (!src) return error_reply(400, src.error().message);
@@ -562,35 +544,67 @@ Reply Api::register_container(std::string_view body) {
     c.desired = c.allocated = r;
   }
   if (!c.pod_uid.empty() && !deps_.store->pod(c.pod_uid)) {
-    core::Pod p;
-    p.uid = c.pod_uid;
-    p.source = c.source;
-    auto name = str_field("podName", false);
-    auto ns = str_field("podNamespace", false);
-    auto pcg = str_field("podCgroupPath", false);
-    if (!name || !ns || !pcg) return error_reply(400, "podName, podNamespace and podCgroupPath must be strings");
-    p.name = *name;
-    p.namespace_ = *ns;
-    if (!pcg->empty()) {
-      if (auto ok = check_cgroup_path("podCgroupPath", *pcg); !ok) return error_reply(400, ok.error().message);
-    }
-    p.cgroup_path = *pcg;
-    if (auto r = deps_.store->upsert_pod(p); !r) return error_reply(500, r.error().message);
+    auto p = pod_of_registration(*j, c);
+    if (!p) return error_reply(400, p.error().message);
+    if (auto r = deps_.store->upsert_pod(*p); !r) return error_reply(500, r.error().message);
   }
   if (auto r = deps_.store->upsert_container(c); !r) return error_reply(500, r.error().message);
-  if (auto p = deps_.store->pod(c.pod_uid); p && p->source == core::Source::Hook) {
-    // Hook-registered pods carry no QoS label: derive it from what is allocated.
-    std::vector<core::K8sResources> rs;
-    for (const auto& s : deps_.store->containers_of(p->uid)) rs.push_back(s.allocated);
-    if (core::compute_qos(rs) != p->qos) {
-      p->qos = core::compute_qos(rs);
-      // The container is stored, so the answer stands; the pod's class is
-      // derived again at its next registration.
-      if (auto r = deps_.store->upsert_pod(*p); !r)
-        log::warn("pod {}: storing the QoS class {}: {}", p->uid, core::to_string(p->qos), r.error().message);
-    }
-  }
+  derive_hook_pod_qos(c.pod_uid);
   return json_reply(existed ? 200 : 201, core::to_json(c));
+}
+
+// A registration's annotations, as Kubernetes would accept them.
+Result<void> Api::take_annotations(const nlohmann::json& a, core::Container* c) {
+  if (!a.is_object()) return fail(EINVAL, "field 'annotations' must be an object of strings");
+  std::vector<std::pair<std::string_view, std::string_view>> kv;
+  size_t total = 0;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (!it->is_string()) return fail(EINVAL, "annotation '{}' must be a string", it.key());
+    kv.emplace_back(it.key(), it->get_ref<const std::string&>());
+    total += kv.back().first.size() + kv.back().second.size();
+  }
+  // Kubernetes refuses an object whose annotations (keys and values) pass
+  // 256 KiB (apimachinery pkg/api/validation/objectmeta.go,
+  // TotalAnnotationSizeLimitB), so a real pod never brings more; without
+  // the bound each registration could hold a whole request body, kept
+  // twice (model and JSON), for as long as the container lives.
+  constexpr size_t kMaxAnnotationBytes = 256 << 10;
+  if (total > kMaxAnnotationBytes)
+    return fail(EINVAL, "field 'annotations' holds {} bytes; Kubernetes allows at most {}", total, kMaxAnnotationBytes);
+  c->annotations.assign(kv.begin(), kv.end());
+  return {};
+}
+
+// The pod a registration names and podshim has no record of (the hook
+// registers containers of pods it was never told about).
+Result<core::Pod> Api::pod_of_registration(const nlohmann::json& j, const core::Container& c) {
+  core::Pod p;
+  p.uid = c.pod_uid;
+  p.source = c.source;
+  auto name = get_string(j, "podName", "", false);
+  auto ns = get_string(j, "podNamespace", "", false);
+  auto pcg = get_string(j, "podCgroupPath", "", false);
+  if (!name || !ns || !pcg) return fail(EINVAL, "podName, podNamespace and podCgroupPath must be strings");
+  p.name = *name;
+  p.namespace_ = *ns;
+  if (!pcg->empty()) PODSHIM_TRY(check_cgroup_path("podCgroupPath", *pcg));
+  p.cgroup_path = *pcg;
+  return p;
+}
+
+// Hook-registered pods carry no QoS label: it is derived from what their
+// containers have allocated, again at each registration.
+void Api::derive_hook_pod_qos(const std::string& uid) {
+  auto p = deps_.store->pod(uid);
+  if (!p || p->source != core::Source::Hook) return;
+  std::vector<core::K8sResources> rs;
+  for (const auto& s : deps_.store->containers_of(p->uid)) rs.push_back(s.allocated);
+  if (core::compute_qos(rs) == p->qos) return;
+  p->qos = core::compute_qos(rs);
+  // The container is stored, so the answer stands; the pod's class is
+  // derived again at its next registration.
+  if (auto r = deps_.store->upsert_pod(*p); !r)
+    log::warn("pod {}: storing the QoS class {}: {}", p->uid, core::to_string(p->qos), r.error().message);
 }
 
 Result<std::string> Api::check_cgroup_path(std::string_view field, std::string_view path) {

@@ -67,6 +67,9 @@ class Api {
   Reply resize_pod(std::string_view uid, std::string_view body);
   Reply metrics();
   Result<std::string> check_cgroup_path(std::string_view field, std::string_view path);
+  static Result<void> take_annotations(const nlohmann::json& a, core::Container* c);
+  Result<core::Pod> pod_of_registration(const nlohmann::json& j, const core::Container& c);
+  void derive_hook_pod_qos(const std::string& uid);
 
   ServerDeps deps_;
   // The last full container list and the store's event sequence it was
