@@ -70,6 +70,47 @@ nlohmann::json weight_formulas(const std::multimap<std::string, Series>& all) {
 
 std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
+// The table (-o table, -o wide) of what run_status gathered in `j`.
+// `not_ready`: why podshimd is not ready, when it is not.
+void print_status(const nlohmann::json& j, Format f, const std::string& not_ready) {
+  std::printf("socket:             %s\n", j.value("socket", "").c_str());
+  std::printf("healthy:            %s\n", yes_no(j.value("healthy", false)).c_str());
+  std::printf("ready:              %s\n", yes_no(j.value("ready", false)).c_str());
+  if (f == Format::Wide && !not_ready.empty()) std::printf("not ready because:  %s\n", not_ready.c_str());
+  std::printf("pods:               %zu\n", j.value("pods", size_t{0}));
+  std::printf("containers:         %zu\n", j.value("containers", size_t{0}));
+  std::printf("resize pending:     %zu\n", j.value("resizePending", size_t{0}));
+  std::printf("resize in progress: %zu\n", j.value("resizeInProgress", size_t{0}));
+  std::printf("resize error:       %zu\n", j.value("resizeError", size_t{0}));
+  std::printf("restart required:   %zu\n", j.value("restartRequired", size_t{0}));
+  std::printf("drifting:           %zu\n", j.value("drifting", size_t{0}));
+  for (const auto& fm : j.at("weightFormulas")) {
+    std::string rt = fm.value("runtime", "");
+    std::string samples;
+    if (fm.contains("samples"))
+      samples = fmt::format("; containers matching linear {}, quadratic {}, both {}, neither {}",
+                            fm["samples"].value("linear", 0), fm["samples"].value("quadratic", 0),
+                            fm["samples"].value("both", 0), fm["samples"].value("neither", 0));
+    std::printf("cpu.weight formula: %s (%s%s%s)%s\n", fm.value("formula", "").c_str(),
+                fm.value("source", "").c_str(), rt.empty() ? "" : ", ", rt.c_str(),
+                fm.value("current", false) ? samples.c_str() : "; earlier runtime");
+  }
+  if (f == Format::Wide) {
+    if (j.contains("nri")) {
+      bool on = j["nri"]["enabled"];
+      std::printf("nri:                %s\n",
+                  !on ? "off (hooks-only mode)" : j["nri"].value("connected", false) ? "enabled, connected"
+                                                                                     : "enabled, not connected");
+    }
+    if (j.contains("podshimdBuild")) {
+      std::string b;
+      for (const auto& [k, v] : j["podshimdBuild"].items()) b += (b.empty() ? "" : " ") + k + "=" + v.get<std::string>();
+      std::printf("podshimd build:     %s\n", b.c_str());
+    }
+    std::printf("podshimctl version: %.*s\n", static_cast<int>(version().size()), version().data());
+  }
+}
+
 int run_status(int argc, char** argv) {
   if (auto h = handle_help(argc, argv, std::cout)) return *h;
   GlobalOptions g = globals();
@@ -128,43 +169,7 @@ int run_status(int argc, char** argv) {
   if (*f == Format::Json || *f == Format::Yaml) {
     std::cout << render_document(j, *f);
   } else {
-    std::printf("socket:             %s\n", o.socket_path.c_str());
-    std::printf("healthy:            %s\n", yes_no(health->status == 200).c_str());
-    std::printf("ready:              %s\n", yes_no(is_ready).c_str());
-    if (*f == Format::Wide && !is_ready && ready)
-      std::printf("not ready because:  %s\n", ready->body.substr(0, ready->body.find('\n')).c_str());
-    std::printf("pods:               %zu\n", pods["items"].size());
-    std::printf("containers:         %zu\n", containers["items"].size());
-    std::printf("resize pending:     %zu\n", n.resize_pending);
-    std::printf("resize in progress: %zu\n", n.resize_in_progress);
-    std::printf("resize error:       %zu\n", n.resize_error);
-    std::printf("restart required:   %zu\n", n.restart_required);
-    std::printf("drifting:           %zu\n", n.drifting);
-    for (const auto& fm : formulas) {
-      std::string rt = fm.value("runtime", "");
-      std::string samples;
-      if (fm.contains("samples"))
-        samples = fmt::format("; containers matching linear {}, quadratic {}, both {}, neither {}",
-                              fm["samples"].value("linear", 0), fm["samples"].value("quadratic", 0),
-                              fm["samples"].value("both", 0), fm["samples"].value("neither", 0));
-      std::printf("cpu.weight formula: %s (%s%s%s)%s\n", fm.value("formula", "").c_str(),
-                  fm.value("source", "").c_str(), rt.empty() ? "" : ", ", rt.c_str(),
-                  fm.value("current", false) ? samples.c_str() : "; earlier runtime");
-    }
-    if (*f == Format::Wide) {
-      if (j.contains("nri")) {
-        bool on = j["nri"]["enabled"];
-        std::printf("nri:                %s\n",
-                    !on ? "off (hooks-only mode)" : j["nri"].value("connected", false) ? "enabled, connected"
-                                                                                       : "enabled, not connected");
-      }
-      if (j.contains("podshimdBuild")) {
-        std::string b;
-        for (const auto& [k, v] : j["podshimdBuild"].items()) b += (b.empty() ? "" : " ") + k + "=" + v.get<std::string>();
-        std::printf("podshimd build:     %s\n", b.c_str());
-      }
-      std::printf("podshimctl version: %.*s\n", static_cast<int>(version().size()), version().data());
-    }
+    print_status(j, *f, !is_ready && ready ? ready->body.substr(0, ready->body.find('\n')) : std::string());
   }
   return health->status == 200 && is_ready ? kExitOk : kExitFailure;
 }
