@@ -451,6 +451,53 @@ void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes) {
   g_lag_override.store(bytes ? *bytes : UINT64_MAX, std::memory_order_relaxed);
 }
 
+namespace {
+
+// Clamps memory.high at the target, journaled first so that a crash leaves a
+// clamp recover() undoes, then starts reclaiming (reclaim_tick).
+void clamp_and_reclaim(const ShrinkPtr& s) {
+  // The memory.high to come back to: a clamp a ReclaimOnly resize still
+  // holds on this cgroup is not the cgroup's own value.
+  {
+    if (auto h = s->ctx.held->prev_high(s->cg.relpath)) s->prev_high = *h;
+  }
+  // What memory.high holds now: with no held clamp, the value to come
+  // back to as well (one read for both).
+  auto cur_high = s->cg.dir->read_trimmed("memory.high");
+  if (s->prev_high.empty()) {
+    if (!cur_high) return s->cb(wrap(cur_high, fmt::format("'{}'", s->cg.id)));
+    s->prev_high = *cur_high;
+  }
+  auto prev_high_v = parse_memory_max(s->prev_high);
+  if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", s->cg.id)));
+  auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
+  {
+    if (s->ctx.held->has(s->cg.relpath) && cur_high) s->earlier_clamp = *cur_high;
+  }
+  s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
+  // Linux 5.19+; looked up once: whether the file exists is the kernel's,
+  // not the moment's.
+  s->has_reclaim = s->cg.dir->has("memory.reclaim");
+  if (s->clamp_needed) {
+    auto j = s->ctx.journal.record(s->cg.relpath, s->prev_high);
+    if (!j) return s->cb(std::move(j));
+    // Skip the write when a held clamp already sits at the target.
+    bool at_target = cur_high_v && *cur_high_v && **cur_high_v == s->target;
+    if (!at_target) {
+      auto w = s->ctx.write("memory.high", std::to_string(s->target));
+      if (!w) {
+        if (!s->earlier_clamp) s->ctx.journal.drop(s->cg.relpath);  // a held clamp keeps its entry
+        return s->cb(std::move(w));
+      }
+    }
+    if (s->ctx.opts->test_pause_after_clamp.count() > 0)  // test seam
+      return s->ctx.sched(s->ctx.opts->test_pause_after_clamp, [s] { reclaim_tick(s); });
+  }
+  reclaim_tick(s);
+}
+
+}  // namespace
+
 void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_max, ShrinkDone cb) {
   const ShrinkCgroup& t = cg;
   ResizeReport* rep = ctx.rep;
@@ -495,44 +542,7 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
 
   s->history_cleared = history_clears(*s);
 
-  // The memory.high to come back to: a clamp a ReclaimOnly resize still
-  // holds on this cgroup is not the cgroup's own value.
-  {
-    if (auto h = s->ctx.held->prev_high(t.relpath)) s->prev_high = *h;
-  }
-  // What memory.high holds now: with no held clamp, the value to come
-  // back to as well (one read for both).
-  auto cur_high = t.dir->read_trimmed("memory.high");
-  if (s->prev_high.empty()) {
-    if (!cur_high) return s->cb(wrap(cur_high, fmt::format("'{}'", t.id)));
-    s->prev_high = *cur_high;
-  }
-  auto prev_high_v = parse_memory_max(s->prev_high);
-  if (!prev_high_v) return s->cb(wrap(prev_high_v, fmt::format("'{}' memory.high", t.id)));
-  auto cur_high_v = cur_high ? parse_memory_max(*cur_high) : Result<std::optional<uint64_t>>(std::nullopt);
-  {
-    if (s->ctx.held->has(t.relpath) && cur_high) s->earlier_clamp = *cur_high;
-  }
-  s->clamp_needed = !*prev_high_v || **prev_high_v > s->target;
-  // Linux 5.19+; looked up once: whether the file exists is the kernel's,
-  // not the moment's.
-  s->has_reclaim = t.dir->has("memory.reclaim");
-  if (s->clamp_needed) {
-    auto j = s->ctx.journal.record(t.relpath, s->prev_high);
-    if (!j) return s->cb(std::move(j));
-    // Skip the write when a held clamp already sits at the target.
-    bool at_target = cur_high_v && *cur_high_v && **cur_high_v == s->target;
-    if (!at_target) {
-      auto w = s->ctx.write("memory.high", std::to_string(s->target));
-      if (!w) {
-        if (!s->earlier_clamp) s->ctx.journal.drop(t.relpath);  // a held clamp keeps its entry
-        return s->cb(std::move(w));
-      }
-    }
-    if (s->ctx.opts->test_pause_after_clamp.count() > 0)  // test seam
-      return s->ctx.sched(s->ctx.opts->test_pause_after_clamp, [s] { reclaim_tick(s); });
-  }
-  reclaim_tick(s);
+  clamp_and_reclaim(s);
 }
 
 }  // namespace podshim::cgroup
