@@ -187,6 +187,97 @@ void ContainerMetrics::on_event(const core::Event& ev) {
   t.allocated = c.allocated;
 }
 
+namespace {
+
+// The containers one render covers, with their labels, in the same order.
+struct Rows {
+  const std::vector<Container>& containers;
+  const std::vector<Labels>& labels;
+  template <typename F>
+  void each(F&& fn) const {
+    for (size_t i = 0; i < containers.size(); ++i) fn(containers[i], labels[i]);
+  }
+};
+
+// A cpu (cores) and a memory (bytes) series of one family, each when known.
+void cpu_mem(std::string& out, std::string_view name, const Labels& l, const std::optional<int64_t>& cpu_milli,
+             const std::optional<int64_t>& mem_bytes) {
+  if (cpu_milli) series(out, name, with(with(l, "resource", "cpu"), "unit", "core"), static_cast<double>(*cpu_milli) / 1000);
+  if (mem_bytes) series(out, name, with(with(l, "resource", "memory"), "unit", "byte"), static_cast<double>(*mem_bytes));
+}
+
+// The pod resize conditions each container has now.
+void render_conditions(std::string& out, const Rows& rows) {
+  header(out, "podshim_container_resize_condition", "gauge",
+         "1 while the container's pod resize condition of this type and reason is present "
+         "(PodResizePending: Deferred|Infeasible; PodResizeInProgress: \"\"|Error).");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (const auto& p = c.conditions.pending) {
+      series(out, "podshim_container_resize_condition",
+             with(with(l, "type", core::kPodResizePending), "reason", p->reason), 1);
+    }
+    if (const auto& p = c.conditions.in_progress) {
+      series(out, "podshim_container_resize_condition",
+             with(with(l, "type", core::kPodResizeInProgress), "reason", p->reason), 1);
+    }
+  });
+}
+
+// What podshim allocated and what the kernel holds, with usage and kills.
+void render_values(std::string& out, const Rows& rows) {
+  header(out, "podshim_container_allocated_requests", "gauge",
+         "Requests podshim accepted for the container (cpu in cores, memory in bytes).");
+  rows.each([&](const Container& c, const Labels& l) {
+    cpu_mem(out, "podshim_container_allocated_requests", l, c.allocated.cpu_request_milli, c.allocated.memory_request_bytes);
+  });
+  header(out, "podshim_container_allocated_limits", "gauge",
+         "Limits podshim accepted for the container (cpu in cores, memory in bytes).");
+  rows.each([&](const Container& c, const Labels& l) {
+    cpu_mem(out, "podshim_container_allocated_limits", l, c.allocated.cpu_limit_milli, c.allocated.memory_limit_bytes);
+  });
+  header(out, "podshim_container_actual_requests", "gauge",
+         "CPU request the kernel holds, converted back from cpu.weight (cores); read after each resize.");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (c.actual) cpu_mem(out, "podshim_container_actual_requests", l, c.actual->resources.cpu_request_milli, std::nullopt);
+  });
+  header(out, "podshim_container_actual_limits", "gauge",
+         "Limits the kernel holds (cpu.max in cores, memory.max in bytes); read after each resize.");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (c.actual) {
+      cpu_mem(out, "podshim_container_actual_limits", l, c.actual->resources.cpu_limit_milli,
+              c.actual->resources.memory_limit_bytes);
+    }
+  });
+  header(out, "podshim_container_memory_usage_bytes", "gauge",
+         "memory.current of the container's cgroup at the last read-back.");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (c.actual) series(out, "podshim_container_memory_usage_bytes", l, static_cast<double>(c.actual->memory_current));
+  });
+  header(out, "podshim_container_oom_kills_total", "counter",
+         "oom_kill of the container's memory.events at the last read-back.");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (c.actual) series(out, "podshim_container_oom_kills_total", l, static_cast<double>(c.actual->oom_kill));
+  });
+}
+
+void render_drift(std::string& out, const Rows& rows) {
+  header(out, "podshim_drift", "gauge",
+         "1 while the kernel holds a value other than the one podshim last gave it for the container "
+         "(resource: cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back. "
+         "Not a resize state: a refused or failed resize is podshim_container_resize_condition "
+         "{type=\"PodResizeInProgress\",reason=\"Error\"}, not drift.");
+  rows.each([&](const Container& c, const Labels& l) {
+    if (!c.actual || c.state == "stopped") return;
+    for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) {
+      const bool drifting =
+          std::any_of(c.drift.begin(), c.drift.end(), [&](const core::Drift& d) { return d.resource == r; });
+      series(out, "podshim_drift", with(l, "resource", r), drifting ? 1 : 0);
+    }
+  });
+}
+
+}  // namespace
+
 void ContainerMetrics::render(std::string& out) const {
   // Copies first, so mu_ is never held while the store's lock is taken.
   std::vector<Container> containers = store_.containers();
@@ -211,65 +302,14 @@ void ContainerMetrics::render(std::string& out) const {
   std::vector<Labels> base;
   base.reserve(containers.size());
   for (const auto& c : containers) base.push_back(container_labels(c, pods));
-  auto each = [&](auto&& fn) {
-    for (size_t i = 0; i < containers.size(); ++i) fn(containers[i], base[i]);
-  };
-  auto cpu_mem = [&](std::string_view name, const Labels& l, const std::optional<int64_t>& cpu_milli,
-                     const std::optional<int64_t>& mem_bytes) {
-    if (cpu_milli) series(out, name, with(with(l, "resource", "cpu"), "unit", "core"), static_cast<double>(*cpu_milli) / 1000);
-    if (mem_bytes) series(out, name, with(with(l, "resource", "memory"), "unit", "byte"), static_cast<double>(*mem_bytes));
-  };
+  const Rows rows{containers, base};
 
-  header(out, "podshim_container_resize_condition", "gauge",
-         "1 while the container's pod resize condition of this type and reason is present "
-         "(PodResizePending: Deferred|Infeasible; PodResizeInProgress: \"\"|Error).");
-  each([&](const Container& c, const Labels& l) {
-    if (const auto& p = c.conditions.pending) {
-      series(out, "podshim_container_resize_condition",
-             with(with(l, "type", core::kPodResizePending), "reason", p->reason), 1);
-    }
-    if (const auto& p = c.conditions.in_progress) {
-      series(out, "podshim_container_resize_condition",
-             with(with(l, "type", core::kPodResizeInProgress), "reason", p->reason), 1);
-    }
-  });
-  header(out, "podshim_container_allocated_requests", "gauge",
-         "Requests podshim accepted for the container (cpu in cores, memory in bytes).");
-  each([&](const Container& c, const Labels& l) {
-    cpu_mem("podshim_container_allocated_requests", l, c.allocated.cpu_request_milli, c.allocated.memory_request_bytes);
-  });
-  header(out, "podshim_container_allocated_limits", "gauge",
-         "Limits podshim accepted for the container (cpu in cores, memory in bytes).");
-  each([&](const Container& c, const Labels& l) {
-    cpu_mem("podshim_container_allocated_limits", l, c.allocated.cpu_limit_milli, c.allocated.memory_limit_bytes);
-  });
-  header(out, "podshim_container_actual_requests", "gauge",
-         "CPU request the kernel holds, converted back from cpu.weight (cores); read after each resize.");
-  each([&](const Container& c, const Labels& l) {
-    if (c.actual) cpu_mem("podshim_container_actual_requests", l, c.actual->resources.cpu_request_milli, std::nullopt);
-  });
-  header(out, "podshim_container_actual_limits", "gauge",
-         "Limits the kernel holds (cpu.max in cores, memory.max in bytes); read after each resize.");
-  each([&](const Container& c, const Labels& l) {
-    if (c.actual) {
-      cpu_mem("podshim_container_actual_limits", l, c.actual->resources.cpu_limit_milli,
-              c.actual->resources.memory_limit_bytes);
-    }
-  });
-  header(out, "podshim_container_memory_usage_bytes", "gauge",
-         "memory.current of the container's cgroup at the last read-back.");
-  each([&](const Container& c, const Labels& l) {
-    if (c.actual) series(out, "podshim_container_memory_usage_bytes", l, static_cast<double>(c.actual->memory_current));
-  });
-  header(out, "podshim_container_oom_kills_total", "counter",
-         "oom_kill of the container's memory.events at the last read-back.");
-  each([&](const Container& c, const Labels& l) {
-    if (c.actual) series(out, "podshim_container_oom_kills_total", l, static_cast<double>(c.actual->oom_kill));
-  });
+  render_conditions(out, rows);
+  render_values(out, rows);
   header(out, "podshim_container_last_resize_outcome", "gauge",
          "1 for the outcome of the container's last resize (applied, unchanged, deferred, infeasible, "
          "restart_required, error).");
-  each([&](const Container& c, const Labels& l) {
+  rows.each([&](const Container& c, const Labels& l) {
     auto t = tracks.find(c.id);
     if (t != tracks.end() && !t->second.outcome.empty()) {
       series(out, "podshim_container_last_resize_outcome", with(l, "outcome", t->second.outcome), 1);
@@ -277,7 +317,7 @@ void ContainerMetrics::render(std::string& out) const {
   });
   header(out, "podshim_container_last_resize_timestamp_seconds", "gauge",
          "Unix time of the container's last resize outcome.");
-  each([&](const Container& c, const Labels& l) {
+  rows.each([&](const Container& c, const Labels& l) {
     auto t = tracks.find(c.id);
     if (t != tracks.end() && !t->second.outcome.empty()) {
       series(out, "podshim_container_last_resize_timestamp_seconds", l, t->second.timestamp_seconds);
@@ -285,7 +325,7 @@ void ContainerMetrics::render(std::string& out) const {
   });
   header(out, "podshim_container_last_resize_duration_seconds", "gauge",
          "Time the container's last resize spent in cgroup actuation (0 when it was not actuated).");
-  each([&](const Container& c, const Labels& l) {
+  rows.each([&](const Container& c, const Labels& l) {
     auto t = tracks.find(c.id);
     if (t != tracks.end() && !t->second.outcome.empty()) {
       series(out, "podshim_container_last_resize_duration_seconds", l, t->second.duration_seconds);
@@ -293,24 +333,12 @@ void ContainerMetrics::render(std::string& out) const {
   });
   header(out, "podshim_container_memory_shrinks_refused_total", "counter",
          "Memory limit decreases of this container refused because usage stayed above the target.");
-  each([&](const Container& c, const Labels& l) {
+  rows.each([&](const Container& c, const Labels& l) {
     auto t = tracks.find(c.id);
     series(out, "podshim_container_memory_shrinks_refused_total", l,
            t == tracks.end() ? 0 : static_cast<double>(t->second.shrinks_refused));
   });
-  header(out, "podshim_drift", "gauge",
-         "1 while the kernel holds a value other than the one podshim last gave it for the container "
-         "(resource: cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back. "
-         "Not a resize state: a refused or failed resize is podshim_container_resize_condition "
-         "{type=\"PodResizeInProgress\",reason=\"Error\"}, not drift.");
-  each([&](const Container& c, const Labels& l) {
-    if (!c.actual || c.state == "stopped") return;
-    for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) {
-      const bool drifting =
-          std::any_of(c.drift.begin(), c.drift.end(), [&](const core::Drift& d) { return d.resource == r; });
-      series(out, "podshim_drift", with(l, "resource", r), drifting ? 1 : 0);
-    }
-  });
+  render_drift(out, rows);
   header(out, "podshim_container_metrics_dropped", "gauge",
          "Containers left out of the per-container families by metrics.max_containers.");
   out += fmt::format("podshim_container_metrics_dropped {}\n", dropped);
