@@ -192,6 +192,59 @@ void append_json(std::string& out, const Pod& p, const std::function<void(std::s
   out += '}';
 }
 
+// "conditions":[...]: the pod resize conditions, then podshim's drift.
+void conditions(std::string& out, const Container& c) {
+  out += "\"conditions\":[";
+  if (c.conditions.pending) condition(out, *c.conditions.pending, kPodResizePending);
+  if (c.conditions.in_progress) {
+    if (c.conditions.pending) out += ',';
+    condition(out, *c.conditions.in_progress, kPodResizeInProgress);
+  }
+  if (!c.drift.empty()) {
+    if (c.conditions.pending || c.conditions.in_progress) out += ',';
+    condition(out, drift_condition(c), kPodshimDrift);
+  }
+  out += ']';
+}
+
+// "devices":[...]: the CDI devices injected, with their nodes.
+void devices(std::string& out, const std::vector<InjectedDevice>& ds) {
+  out += "\"devices\":[";
+  for (size_t i = 0; i < ds.size(); ++i) {
+    if (i) out += ',';
+    out += '{';
+    str_field(out, "name", ds[i].cdi_name);
+    out += ",\"nodes\":[";
+    for (size_t k = 0; k < ds[i].node_paths.size(); ++k) {
+      if (k) out += ',';
+      append_json_string(out, ds[i].node_paths[k]);
+    }
+    out += "]}";
+  }
+  out += ']';
+}
+
+// "drift":[...]
+void drifts(std::string& out, const std::vector<Drift>& ds) {
+  out += "\"drift\":[";
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const Drift& d = ds[i];
+    if (i) out += ',';
+    out += '{';
+    str_field(out, "actual", d.actual);
+    out += ',';
+    str_field(out, "allocated", d.allocated);
+    out += ',';
+    str_field(out, "file", d.file);
+    out += ',';
+    str_field(out, "resource", d.resource);
+    out += ",\"sinceUnixMs\":";
+    num(out, d.since_unix_ms);
+    out += '}';
+  }
+  out += ']';
+}
+
 void append_json(std::string& out, const Container& c) {
   out += '{';
   key(out, "actual");
@@ -207,48 +260,16 @@ void append_json(std::string& out, const Container& c) {
   string_map(out, c.annotations);
   out += ',';
   str_field(out, "cgroupPath", c.cgroup_path);
-  out += ",\"conditions\":[";
-  if (c.conditions.pending) condition(out, *c.conditions.pending, kPodResizePending);
-  if (c.conditions.in_progress) {
-    if (c.conditions.pending) out += ',';
-    condition(out, *c.conditions.in_progress, kPodResizeInProgress);
-  }
-  if (!c.drift.empty()) {
-    if (c.conditions.pending || c.conditions.in_progress) out += ',';
-    condition(out, drift_condition(c), kPodshimDrift);
-  }
-  out += "],";
+  out += ',';
+  conditions(out, c);
+  out += ',';
   key(out, "desired");
   append_json(out, c.desired);
-  out += ",\"devices\":[";
-  for (size_t i = 0; i < c.devices.size(); ++i) {
-    if (i) out += ',';
-    out += '{';
-    str_field(out, "name", c.devices[i].cdi_name);
-    out += ",\"nodes\":[";
-    for (size_t k = 0; k < c.devices[i].node_paths.size(); ++k) {
-      if (k) out += ',';
-      append_json_string(out, c.devices[i].node_paths[k]);
-    }
-    out += "]}";
-  }
-  out += "],\"drift\":[";
-  for (size_t i = 0; i < c.drift.size(); ++i) {
-    const Drift& d = c.drift[i];
-    if (i) out += ',';
-    out += '{';
-    str_field(out, "actual", d.actual);
-    out += ',';
-    str_field(out, "allocated", d.allocated);
-    out += ',';
-    str_field(out, "file", d.file);
-    out += ',';
-    str_field(out, "resource", d.resource);
-    out += ",\"sinceUnixMs\":";
-    num(out, d.since_unix_ms);
-    out += '}';
-  }
-  out += "],\"generation\":";
+  out += ',';
+  devices(out, c.devices);
+  out += ',';
+  drifts(out, c.drift);
+  out += ",\"generation\":";
   num(out, c.generation);
   out += ',';
   str_field(out, "id", c.id);
