@@ -92,6 +92,8 @@ struct Server::Impl {
 
   ~Impl();
   void accept_next();
+  bool admit(int fd, const Peer& peer, bool* reserved_slot);
+  void serve_accepted(UniqueFd fd, const Peer& peer, bool reserved_slot);
   void close_conn(Conn* c);
   void on_event(const core::Event& ev);
   void drop_watcher(Conn* c, bool over_total);  // with mu held
@@ -699,75 +701,83 @@ void Impl::accept_next() {
       log::warn("status socket: dropping a connection without credentials: {}", peer.error().message);
       continue;
     }
-    bool root = peer->uid == 0;
     bool reserved_slot = false;
-    if (root) {
-      if (total >= opts.max_connections) {
-        refuse_at_accept(fd.get(), fmt::format("too many connections ({})", opts.max_connections));
-        continue;
-      }
-      // Root takes a shared slot while there are any, else a reserved one.
-      reserved_slot = total >= opts.max_connections - reserved;
-    } else {
-      unsigned mine = per_uid.count(peer->uid) ? per_uid[peer->uid] : 0;
-      if (mine >= per_uid_limit) {
-        refuse_at_accept(fd.get(), fmt::format("too many connections from uid {} (limit {})", peer->uid,
-                                               per_uid_limit));
-        if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
-        continue;
-      }
-      if (total >= opts.max_connections - reserved) {
-        refuse_at_accept(fd.get(), fmt::format("too many connections ({} in use; the rest are reserved for root)",
-                                               total));
-        if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
-        continue;
-      }
-    }
-    auto c = std::make_unique<Conn>(HttpLimits{opts.max_header_bytes, opts.max_body_bytes});
-    c->impl = this;
-    c->peer = *peer;
-    c->reserved_slot = reserved_slot;
-    int cfd = fd.get();
-    c->fd = std::move(fd);
-    Conn* cp = c.get();
-    conns.push_back(std::move(c));
-    cp->self = std::prev(conns.end());
-    ++total;
-    if (!root) ++per_uid[peer->uid];
-    set_deadline(cp, opts.timeout);
-    // A client connects and sends at once (podshimctl, podshim-hook, with
-    // "Connection: close"), so the request is usually there already: read
-    // and answer it now. The connection joins the loop (an io source, which
-    // is an epoll_ctl ADD, and its timer) only when it has to wait: for
-    // the rest of its request, for the socket to take the reply, for the
-    // next request on a kept-alive connection, or as a watch stream. A
-    // one-request connection costs no epoll_ctl at all (an ADD and a DEL
-    // before).
-    if (!contain("status socket: connection", [&] {
-          read_some(cp);
-          if (!cp->dead) flush(cp);
-        })) {
-      cp->dead = true;
-    }
-    if (cp->dead) {
-      close_conn(cp);
-      return;
-    }
-    int r = sd_event_add_io(loop, &cp->io, cfd, cp->armed, &on_conn_io, cp);
-    if (r < 0) {
-      log::warn("status socket: adding a connection to the loop: {}", strerror(-r));
-      close_conn(cp);
-      return;
-    }
-    r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, cp->early_deadline_us, 1000, &on_conn_timer, cp);
-    if (r < 0) {
-      log::warn("status socket: adding a connection timer: {}", strerror(-r));
-      close_conn(cp);
-      return;
-    }
-    if (cp->early_deadline_us == 0) sd_event_source_set_enabled(cp->timer, SD_EVENT_OFF);
+    if (!admit(fd.get(), *peer, &reserved_slot)) continue;
+    serve_accepted(std::move(fd), *peer, reserved_slot);
     return;
   }
+}
+
+// The connection limits: root may use every slot (a shared one while there
+// are any, else one of the reserved), anyone else the shared ones, at most
+// per_uid_limit at once. A connection over them is answered 503 and closed.
+bool Impl::admit(int fd, const Peer& peer, bool* reserved_slot) {
+  if (peer.uid == 0) {
+    if (total >= opts.max_connections) {
+      refuse_at_accept(fd, fmt::format("too many connections ({})", opts.max_connections));
+      return false;
+    }
+    *reserved_slot = total >= opts.max_connections - reserved;
+    return true;
+  }
+  unsigned mine = per_uid.count(peer.uid) ? per_uid[peer.uid] : 0;
+  if (mine >= per_uid_limit) {
+    refuse_at_accept(fd, fmt::format("too many connections from uid {} (limit {})", peer.uid, per_uid_limit));
+    if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
+    return false;
+  }
+  if (total >= opts.max_connections - reserved) {
+    refuse_at_accept(fd, fmt::format("too many connections ({} in use; the rest are reserved for root)", total));
+    if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
+    return false;
+  }
+  return true;
+}
+
+void Impl::serve_accepted(UniqueFd fd, const Peer& peer, bool reserved_slot) {
+  auto c = std::make_unique<Conn>(HttpLimits{opts.max_header_bytes, opts.max_body_bytes});
+  c->impl = this;
+  c->peer = peer;
+  c->reserved_slot = reserved_slot;
+  int cfd = fd.get();
+  c->fd = std::move(fd);
+  Conn* cp = c.get();
+  conns.push_back(std::move(c));
+  cp->self = std::prev(conns.end());
+  ++total;
+  if (peer.uid != 0) ++per_uid[peer.uid];
+  set_deadline(cp, opts.timeout);
+  // A client connects and sends at once (podshimctl, podshim-hook, with
+  // "Connection: close"), so the request is usually there already: read
+  // and answer it now. The connection joins the loop (an io source, which
+  // is an epoll_ctl ADD, and its timer) only when it has to wait: for
+  // the rest of its request, for the socket to take the reply, for the
+  // next request on a kept-alive connection, or as a watch stream. A
+  // one-request connection costs no epoll_ctl at all (an ADD and a DEL
+  // before).
+  if (!contain("status socket: connection", [&] {
+        read_some(cp);
+        if (!cp->dead) flush(cp);
+      })) {
+    cp->dead = true;
+  }
+  if (cp->dead) {
+    close_conn(cp);
+    return;
+  }
+  int r = sd_event_add_io(loop, &cp->io, cfd, cp->armed, &on_conn_io, cp);
+  if (r < 0) {
+    log::warn("status socket: adding a connection to the loop: {}", strerror(-r));
+    close_conn(cp);
+    return;
+  }
+  r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, cp->early_deadline_us, 1000, &on_conn_timer, cp);
+  if (r < 0) {
+    log::warn("status socket: adding a connection timer: {}", strerror(-r));
+    close_conn(cp);
+    return;
+  }
+  if (cp->early_deadline_us == 0) sd_event_source_set_enabled(cp->timer, SD_EVENT_OFF);
 }
 
 Result<ServerOptions> server_options(const core::Config& cfg) {
