@@ -534,9 +534,9 @@ void replace_or_append(json& arr, const char* key, std::vector<std::pair<std::st
   v = std::move(out);
 }
 
+// process.env: a CDI value replaces the entry with its key, else is appended.
 template <typename E>
-Result<void> apply_impl(const E& e, json& config) {
-  if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
+Result<void> apply_env(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.env.empty()) {
     auto process = child(config, "process", vt::object, "");
@@ -567,6 +567,13 @@ Result<void> apply_impl(const E& e, json& config) {
       if (value[i]) arr[i] = *value[i];
     for (size_t i = existing; i < end; i++) arr.push_back(*value[i]);
   }
+  return {};
+}
+
+// linux.devices (replaced by path, else appended) and their allow rules.
+template <typename E>
+Result<void> apply_devices(const E& e, json& config) {
+  using vt = json::value_t;
   if (!e.devices.empty() || !e.device_rules.empty()) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
@@ -610,6 +617,13 @@ Result<void> apply_impl(const E& e, json& config) {
       }
     }
   }
+  return {};
+}
+
+// linux.netDevices.
+template <typename E>
+Result<void> apply_net_devices(const E& e, json& config) {
+  using vt = json::value_t;
   if (!e.net_devices.empty()) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
@@ -620,6 +634,13 @@ Result<void> apply_impl(const E& e, json& config) {
       (**net)[n.host_interface_name] = json{{"name", n.name}};
     }
   }
+  return {};
+}
+
+// mounts: replaced by destination, else appended; then all sorted by depth.
+template <typename E>
+Result<void> apply_mounts(const E& e, json& config) {
+  using vt = json::value_t;
   if (!e.mounts.empty()) {
     auto mounts = child(config, "mounts", vt::array, "");
     if (!mounts) return Unexpected(mounts.error());
@@ -654,6 +675,13 @@ Result<void> apply_impl(const E& e, json& config) {
     for (const auto& [_, i] : order) sorted.push_back(std::move(v[i]));
     v = std::move(sorted);
   }
+  return {};
+}
+
+// hooks, appended to their stage.
+template <typename E>
+Result<void> apply_hooks(const E& e, json& config) {
+  using vt = json::value_t;
   const auto stages = stages_of(e);
   if (std::any_of(stages.begin(), stages.end(), [](const auto* l) { return !l->empty(); })) {
     auto hooks = child(config, "hooks", vt::object, "");
@@ -665,6 +693,13 @@ Result<void> apply_impl(const E& e, json& config) {
       for (const auto& h : *stages[s]) (*stage)->push_back(hook_json(hook_of(h)));
     }
   }
+  return {};
+}
+
+// linux.intelRdt.
+template <typename E>
+Result<void> apply_intel_rdt(const E& e, json& config) {
+  using vt = json::value_t;
   if (const IntelRdt* rdt = rdt_of(e)) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
@@ -677,6 +712,13 @@ Result<void> apply_impl(const E& e, json& config) {
     if (i.enable_monitoring) r["enableMonitoring"] = true;
     (**lnx)["intelRdt"] = std::move(r);
   }
+  return {};
+}
+
+// process.user.additionalGids, each once.
+template <typename E>
+Result<void> apply_additional_gids(const E& e, json& config) {
+  using vt = json::value_t;
   if (!e.additional_gids.empty()) {
     auto process = child(config, "process", vt::object, "");
     if (!process) return Unexpected(process.error());
@@ -690,6 +732,19 @@ Result<void> apply_impl(const E& e, json& config) {
       if (!present) (*gids)->push_back(g);
     }
   }
+  return {};
+}
+
+template <typename E>
+Result<void> apply_impl(const E& e, json& config) {
+  if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
+  PODSHIM_TRY(apply_env(e, config));
+  PODSHIM_TRY(apply_devices(e, config));
+  PODSHIM_TRY(apply_net_devices(e, config));
+  PODSHIM_TRY(apply_mounts(e, config));
+  PODSHIM_TRY(apply_hooks(e, config));
+  PODSHIM_TRY(apply_intel_rdt(e, config));
+  PODSHIM_TRY(apply_additional_gids(e, config));
   return {};
 }
 
