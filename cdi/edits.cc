@@ -886,8 +886,8 @@ Entries<T> existing_entries(const json& arr, size_t extra) {
 
 // apply_impl's edits, in its order and with its checks, into `sp` (the big
 // lists) and `config` (the containers they go into, and the small edits).
-Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
-  if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
+// process.env, as apply_env would leave it.
+Result<void> splice_env(const EditsView& e, json& config, Spliced& sp) {
   using vt = json::value_t;
   if (!e.env.empty()) {
     auto process = child(config, "process", vt::object, "");
@@ -921,6 +921,12 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
                                                                       : Entry<std::string>{&arr[i], nullptr});
     for (size_t i = existing; i < end; i++) sp.env.push_back({nullptr, value[i]});
   }
+  return {};
+}
+
+// linux.devices and their rules, as apply_devices would leave them.
+Result<void> splice_devices(const EditsView& e, json& config, Spliced& sp) {
+  using vt = json::value_t;
   if (!e.devices.empty() || !e.device_rules.empty()) {
     auto lnx = child(config, "linux", vt::object, "");
     if (!lnx) return Unexpected(lnx.error());
@@ -945,13 +951,12 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
       for (const auto& r : e.device_rules) sp.rules.push_back({nullptr, &r});
     }
   }
-  if (!e.net_devices.empty()) {
-    auto lnx = child(config, "linux", vt::object, "");
-    if (!lnx) return Unexpected(lnx.error());
-    auto net = child(**lnx, "netDevices", vt::object, "linux");
-    if (!net) return Unexpected(net.error());
-    for (const NetDevice* n : e.net_devices) (**net)[n->host_interface_name] = json{{"name", n->name}};
-  }
+  return {};
+}
+
+// mounts, as apply_mounts would leave them.
+Result<void> splice_mounts(const EditsView& e, json& config, Spliced& sp) {
+  using vt = json::value_t;
   if (!e.mounts.empty()) {
     auto mounts = child(config, "mounts", vt::array, "");
     if (!mounts) return Unexpected(mounts.error());
@@ -976,6 +981,12 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
       sp.mounts.push_back(i < arr.size() ? Entry<Mount>{&arr[i], nullptr}
                                          : Entry<Mount>{nullptr, e.mounts[i - arr.size()]});
   }
+  return {};
+}
+
+// hooks, as apply_hooks would leave them.
+Result<void> splice_hooks(const EditsView& e, json& config, Spliced& sp) {
+  using vt = json::value_t;
   if (std::any_of(e.hooks.begin(), e.hooks.end(), [](const auto& l) { return !l.empty(); })) {
     auto hooks = child(config, "hooks", vt::object, "");
     if (!hooks) return Unexpected(hooks.error());
@@ -988,6 +999,16 @@ Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
       for (const Hook* h : e.hooks[s]) sp.hooks[s].push_back({nullptr, h});
     }
   }
+  return {};
+}
+
+Result<void> splice_impl(const EditsView& e, json& config, Spliced& sp) {
+  if (!config.is_object()) return fail(EINVAL, "OCI config is not a JSON object");
+  PODSHIM_TRY(splice_env(e, config, sp));
+  PODSHIM_TRY(splice_devices(e, config, sp));
+  PODSHIM_TRY(apply_net_devices(e, config));  // rare and small: into the tree
+  PODSHIM_TRY(splice_mounts(e, config, sp));
+  PODSHIM_TRY(splice_hooks(e, config, sp));
   // intelRdt and additionalGids as apply_impl makes them (both rare, small).
   EditsView rest;
   rest.intel_rdt = e.intel_rdt;
