@@ -307,82 +307,100 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
   return Step::More;
 }
 
+namespace {
+
+// The status and message for a head Beast refused, quoting the part of
+// `head` it refused.
+std::pair<int, std::string> head_refusal(const boost::system::error_code& ec, std::string_view head,
+                                         const HttpLimits& limits) {
+  if (ec == bhttp::error::header_limit) {
+    return {431, fmt::format("request head larger than {} bytes", limits.max_head_bytes)};
+  }
+  if (ec == bhttp::error::body_limit) {
+    return {413, fmt::format("request body larger than {} bytes", limits.max_body_bytes)};
+  }
+  if (ec == bhttp::error::bad_version) {
+    std::string_view line = first_line(head);
+    std::string_view version = line.substr(std::min(line.size(), line.rfind(' ') + 1));
+    // 505 only for a request line of three fields whose version is
+    // well-formed and not 1.x (RFC 9112 §3: method SP target SP version);
+    // "GET a b HTTP/1.1" is a malformed line, not an unsupported version.
+    const bool three_fields = std::count(line.begin(), line.end(), ' ') == 2;
+    if (three_fields && version.size() == 8 && str::starts_with(version, "HTTP/") && isdigit(version[5]) &&
+        version[6] == '.' && isdigit(version[7]) && version[5] != '1') {
+      return {505, fmt::format("HTTP version '{}' is not supported (use HTTP/1.1)", shown(version))};
+    }
+    return {400, fmt::format("malformed request line '{}'", shown(line))};
+  }
+  if (ec == bhttp::error::bad_method || ec == bhttp::error::bad_target) {
+    return {400, fmt::format("malformed request line '{}'", shown(first_line(head)))};
+  }
+  if (ec == bhttp::error::bad_field || ec == bhttp::error::bad_value) {
+    return {400, fmt::format("malformed header line '{}'", shown(bad_field_line(head)))};
+  }
+  if (ec == bhttp::error::bad_content_length) {
+    return {400, fmt::format("invalid Content-Length in '{}'", shown(raw_field(head, "content-length")))};
+  }
+  if (ec == bhttp::error::bad_transfer_encoding) {
+    if (!raw_field(head, "content-length").empty()) {
+      return {400, "both Content-Length and Transfer-Encoding given"};
+    }
+    return {400, fmt::format("invalid or repeated Transfer-Encoding ('{}')", shown(raw_field(head, "transfer-encoding")))};
+  }
+  return {400, fmt::format("malformed request head ({}): '{}'", ec.message(), shown(first_line(head)))};
+}
+
+}  // namespace
+
 HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
   if (refused_) return Step::Refused;
+  return head_done_ ? feed_body(in) : feed_head(in);
+}
+
+HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
   boost::beast::error_code ec;
-  if (!head_done_) {
-    if (!started_) {
-      // Empty lines before a request are ignored (RFC 9112 §2.2).
-      size_t skip = 0;
-      while (in.size() >= skip + 2 && in[skip] == '\r' && in[skip + 1] == '\n') skip += 2;
-      in.erase(0, skip);
-      if (in.empty() || in == "\r") return Step::More;
-      started_ = true;
-    }
-    if (scanned_ != SIZE_MAX) {
-      if (check_head_bytes(in) == Step::Refused) return Step::Refused;
-    }
-    // Beast judges the request line, and some field bytes, as they come, so
-    // a message quoting them would depend on how much had arrived: it gets
-    // the head only once the head is whole (the byte checks above still act
-    // at once, each on a byte whose verdict no later byte changes).
-    if (scanned_ != SIZE_MAX) {
-      if (in.size() >= limits_.max_head_bytes) {
-        return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
-      }
-      return Step::More;
-    }
-    // Beast consumes the request line as soon as it is complete and the
-    // fields only once they all are; `put_off_` remembers what it took, and
-    // `in` keeps the whole head for messages until the head is done.
-    const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, in.size() - put_off_), ec);
-    put_off_ += n;
-    if (ec == bhttp::error::need_more) return Step::More;
-    std::string_view head(in.data(), p_->p.is_header_done() ? put_off_ : in.size());
-    if (ec) {
-      if (ec == bhttp::error::header_limit) {
-        return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
-      }
-      if (ec == bhttp::error::body_limit) {
-        return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
-      }
-      if (ec == bhttp::error::bad_version) {
-        std::string_view line = first_line(head);
-        std::string_view version = line.substr(std::min(line.size(), line.rfind(' ') + 1));
-        // 505 only for a request line of three fields whose version is
-        // well-formed and not 1.x (RFC 9112 §3: method SP target SP version);
-        // "GET a b HTTP/1.1" is a malformed line, not an unsupported version.
-        const bool three_fields = std::count(line.begin(), line.end(), ' ') == 2;
-        if (three_fields && version.size() == 8 && str::starts_with(version, "HTTP/") && isdigit(version[5]) &&
-            version[6] == '.' && isdigit(version[7]) && version[5] != '1') {
-          return refuse(505, fmt::format("HTTP version '{}' is not supported (use HTTP/1.1)", shown(version)));
-        }
-        return refuse(400, fmt::format("malformed request line '{}'", shown(line)));
-      }
-      if (ec == bhttp::error::bad_method || ec == bhttp::error::bad_target) {
-        return refuse(400, fmt::format("malformed request line '{}'", shown(first_line(head))));
-      }
-      if (ec == bhttp::error::bad_field || ec == bhttp::error::bad_value) {
-        return refuse(400, fmt::format("malformed header line '{}'", shown(bad_field_line(head))));
-      }
-      if (ec == bhttp::error::bad_content_length) {
-        return refuse(400, fmt::format("invalid Content-Length in '{}'", shown(raw_field(head, "content-length"))));
-      }
-      if (ec == bhttp::error::bad_transfer_encoding) {
-        if (!raw_field(head, "content-length").empty()) {
-          return refuse(400, "both Content-Length and Transfer-Encoding given");
-        }
-        return refuse(400, fmt::format("invalid or repeated Transfer-Encoding ('{}')",
-                                       shown(raw_field(head, "transfer-encoding"))));
-      }
-      return refuse(400, fmt::format("malformed request head ({}): '{}'", ec.message(), shown(first_line(head))));
-    }
-    // The head is complete: n bytes of `in`.
-    head_done_ = true;
-    Step s = on_head_checked();
-    in.erase(0, put_off_);
-    return s;
+  if (!started_) {
+    // Empty lines before a request are ignored (RFC 9112 §2.2).
+    size_t skip = 0;
+    while (in.size() >= skip + 2 && in[skip] == '\r' && in[skip + 1] == '\n') skip += 2;
+    in.erase(0, skip);
+    if (in.empty() || in == "\r") return Step::More;
+    started_ = true;
   }
+  if (scanned_ != SIZE_MAX) {
+    if (check_head_bytes(in) == Step::Refused) return Step::Refused;
+  }
+  // Beast judges the request line, and some field bytes, as they come, so
+  // a message quoting them would depend on how much had arrived: it gets
+  // the head only once the head is whole (the byte checks above still act
+  // at once, each on a byte whose verdict no later byte changes).
+  if (scanned_ != SIZE_MAX) {
+    if (in.size() >= limits_.max_head_bytes) {
+      return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
+    }
+    return Step::More;
+  }
+  // Beast consumes the request line as soon as it is complete and the
+  // fields only once they all are; `put_off_` remembers what it took, and
+  // `in` keeps the whole head for messages until the head is done.
+  const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, in.size() - put_off_), ec);
+  put_off_ += n;
+  if (ec == bhttp::error::need_more) return Step::More;
+  std::string_view head(in.data(), p_->p.is_header_done() ? put_off_ : in.size());
+  if (ec) {
+    auto [status, message] = head_refusal(ec, head, limits_);
+    return refuse(status, std::move(message));
+  }
+  // The head is complete: n bytes of `in`.
+  head_done_ = true;
+  Step s = on_head_checked();
+  in.erase(0, put_off_);
+  return s;
+}
+
+
+HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
+  boost::beast::error_code ec;
   if (!req_.has_body) return Step::Done;
   if (req_.content_length > limits_.max_body_bytes) {
     return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
@@ -401,26 +419,8 @@ HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
     if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
       return refuse(400, "trailer fields after the last chunk are not accepted");
     }
-    // What is left unconsumed is a partial chunk header (Beast consumes
-    // chunk data as it comes): bounded like a whole one. Its size, when its
-    // digits are there, is judged first, as Beast does for a whole header,
-    // so a too-large chunk is 413 however the bytes were split.
-    if (req_.chunked && in.size() > kMaxChunkExtension + 24) {
-      // After the first chunk, Beast reads the CRLF that ends the previous
-      // chunk's data as part of the next header.
-      const std::string_view header = std::string_view(in).substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
-      std::uint64_t size = 0;
-      size_t digits = 0;
-      for (; digits < header.size() && digits < 16 && isxdigit(static_cast<unsigned char>(header[digits])); ++digits) {
-        const char c = static_cast<char>(tolower(static_cast<unsigned char>(header[digits])));
-        size = size * 16 + static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
-      }
-      if (digits > 0 && digits < header.size() && !isxdigit(static_cast<unsigned char>(header[digits])) &&
-          p_->chunked_bytes + size > limits_.max_body_bytes) {
-        return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
-      }
-      return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
-    }
+    // A partial chunk header is bounded like a whole one.
+    if (req_.chunked && in.size() > kMaxChunkExtension + 24) return refuse_partial_chunk(in);
     return Step::More;
   }
   if (ec) {
@@ -440,6 +440,27 @@ HttpRequestReader::Step HttpRequestReader::feed(std::string& in) {
   }
   req_.body = std::move(p_->p.get().body());
   return Step::Done;
+}
+
+// What is left unconsumed is a partial chunk header (Beast consumes chunk
+// data as it comes) longer than a whole one may be. Its size, when its digits
+// are there, is judged first, as Beast does for a whole header, so a
+// too-large chunk is 413 however the bytes were split.
+HttpRequestReader::Step HttpRequestReader::refuse_partial_chunk(std::string_view in) {
+  // After the first chunk, Beast reads the CRLF that ends the previous
+  // chunk's data as part of the next header.
+  const std::string_view header = std::string_view(in).substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
+  std::uint64_t size = 0;
+  size_t digits = 0;
+  for (; digits < header.size() && digits < 16 && isxdigit(static_cast<unsigned char>(header[digits])); ++digits) {
+    const char c = static_cast<char>(tolower(static_cast<unsigned char>(header[digits])));
+    size = size * 16 + static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  if (digits > 0 && digits < header.size() && !isxdigit(static_cast<unsigned char>(header[digits])) &&
+      p_->chunked_bytes + size > limits_.max_body_bytes) {
+    return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+  }
+  return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
 }
 
 HttpRequestReader::Step HttpRequestReader::on_head_checked() {

@@ -118,6 +118,9 @@ class HttpRequestReader {
   Step refuse(int status, std::string message);
   Step check_head_bytes(std::string_view in);
   Step on_head_checked();
+  Step feed_head(std::string& in);
+  Step feed_body(std::string& in);
+  Step refuse_partial_chunk(std::string_view in);
 
   HttpLimits limits_;
   std::unique_ptr<Parser> p_;
