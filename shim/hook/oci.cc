@@ -193,6 +193,59 @@ Result<OciState> parse_state(std::string_view text) {
   return st;
 }
 
+namespace {
+
+// One entry of linux.devices; `where` names it in errors.
+Result<OciDevice> parse_device(const json& e, const std::string& where) {
+  if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
+  OciDevice dev;
+  auto p = opt_string(e, "path", where);
+  if (!p) return Unexpected(p.error());
+  if (auto r = check_abs_path(where + " path", *p); !r) return Unexpected(r.error());
+  dev.path = std::move(*p);
+  auto t = opt_string(e, "type", where);
+  if (!t) return Unexpected(t.error());
+  if (*t != "c" && *t != "b" && *t != "u" && *t != "p")
+    return fail(EINVAL, "{} ('{}') has type '{}', expected c, b, u or p", where, dev.path, *t);
+  dev.type = std::move(*t);
+  auto ma = opt_int(e, "major", where);
+  if (!ma) return Unexpected(ma.error());
+  auto mi = opt_int(e, "minor", where);
+  if (!mi) return Unexpected(mi.error());
+  // Linux dev_t: 12-bit major in the old encoding, 32 bits in the new one.
+  if (*ma < 0 || *ma > UINT32_MAX || *mi < 0 || *mi > UINT32_MAX)
+    return fail(EINVAL, "{} ('{}') has an out-of-range major/minor", where, dev.path);
+  dev.major = *ma;
+  dev.minor = *mi;
+  return dev;
+}
+
+// One entry of mounts; `where` names it in errors.
+Result<OciMount> parse_mount(const json& e, const std::string& where) {
+  if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
+  OciMount mnt;
+  auto dst = opt_string(e, "destination", where);
+  if (!dst) return Unexpected(dst.error());
+  if (dst->empty()) return fail(EINVAL, "{} has no 'destination'", where);
+  mnt.destination = std::move(*dst);
+  auto src = opt_string(e, "source", where);
+  if (!src) return Unexpected(src.error());
+  mnt.source = std::move(*src);
+  auto ty = opt_string(e, "type", where);
+  if (!ty) return Unexpected(ty.error());
+  mnt.type = std::move(*ty);
+  if (auto o = e.find("options"); o != e.end() && !o->is_null()) {
+    if (!o->is_array()) return fail(EINVAL, "{}: 'options' is not an array", where);
+    for (const json& opt : *o) {
+      if (!opt.is_string()) return fail(EINVAL, "{}: an option is not a string", where);
+      mnt.options.push_back(opt.get<std::string>());
+    }
+  }
+  return mnt;
+}
+
+}  // namespace
+
 Result<OciConfig> parse_config(std::string_view text) {
   auto doc = parse_json(text, "config.json");
   if (!doc) return Unexpected(doc.error());
@@ -230,28 +283,9 @@ Result<OciConfig> parse_config(std::string_view text) {
       if (!d->is_array()) return fail(EINVAL, "config.json: linux.devices is not an array");
       size_t i = 0;
       for (const json& e : *d) {
-        std::string where = fmt::format("config.json linux.devices[{}]", i++);
-        if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
-        OciDevice dev;
-        auto p = opt_string(e, "path", where);
-        if (!p) return Unexpected(p.error());
-        if (auto r = check_abs_path(where + " path", *p); !r) return Unexpected(r.error());
-        dev.path = std::move(*p);
-        auto t = opt_string(e, "type", where);
-        if (!t) return Unexpected(t.error());
-        if (*t != "c" && *t != "b" && *t != "u" && *t != "p")
-          return fail(EINVAL, "{} ('{}') has type '{}', expected c, b, u or p", where, dev.path, *t);
-        dev.type = std::move(*t);
-        auto ma = opt_int(e, "major", where);
-        if (!ma) return Unexpected(ma.error());
-        auto mi = opt_int(e, "minor", where);
-        if (!mi) return Unexpected(mi.error());
-        // Linux dev_t: 12-bit major in the old encoding, 32 bits in the new one.
-        if (*ma < 0 || *ma > UINT32_MAX || *mi < 0 || *mi > UINT32_MAX)
-          return fail(EINVAL, "{} ('{}') has an out-of-range major/minor", where, dev.path);
-        dev.major = *ma;
-        dev.minor = *mi;
-        cfg.devices.push_back(std::move(dev));
+        auto dev = parse_device(e, fmt::format("config.json linux.devices[{}]", i++));
+        if (!dev) return Unexpected(dev.error());
+        cfg.devices.push_back(std::move(*dev));
       }
     }
   }
@@ -260,27 +294,9 @@ Result<OciConfig> parse_config(std::string_view text) {
     if (!m->is_array()) return fail(EINVAL, "config.json: 'mounts' is not an array");
     size_t i = 0;
     for (const json& e : *m) {
-      std::string where = fmt::format("config.json mounts[{}]", i++);
-      if (!e.is_object()) return fail(EINVAL, "{} is not an object", where);
-      OciMount mnt;
-      auto dst = opt_string(e, "destination", where);
-      if (!dst) return Unexpected(dst.error());
-      if (dst->empty()) return fail(EINVAL, "{} has no 'destination'", where);
-      mnt.destination = std::move(*dst);
-      auto src = opt_string(e, "source", where);
-      if (!src) return Unexpected(src.error());
-      mnt.source = std::move(*src);
-      auto ty = opt_string(e, "type", where);
-      if (!ty) return Unexpected(ty.error());
-      mnt.type = std::move(*ty);
-      if (auto o = e.find("options"); o != e.end() && !o->is_null()) {
-        if (!o->is_array()) return fail(EINVAL, "{}: 'options' is not an array", where);
-        for (const json& opt : *o) {
-          if (!opt.is_string()) return fail(EINVAL, "{}: an option is not a string", where);
-          mnt.options.push_back(opt.get<std::string>());
-        }
-      }
-      cfg.mounts.push_back(std::move(mnt));
+      auto mnt = parse_mount(e, fmt::format("config.json mounts[{}]", i++));
+      if (!mnt) return Unexpected(mnt.error());
+      cfg.mounts.push_back(std::move(*mnt));
     }
   }
   return cfg;
