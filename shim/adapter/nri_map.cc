@@ -292,9 +292,10 @@ std::string runtime_access(const std::string& type) { return type == "b" ? "rwm"
 
 }  // namespace
 
-std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr,
-                                             const AdjustmentOptions& opts,
-                                             api::ContainerAdjustment* adj) {
+namespace {
+
+// process.env entries the container does not have yet.
+void add_env(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr, api::ContainerAdjustment* adj) {
   std::set<std::string, std::less<>> have_env;
   ctr.env.for_each([&](std::string_view kv) { have_env.emplace(kv); });
   for (const std::string& kv : e.env) {
@@ -304,15 +305,18 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     out->set_key(kv.substr(0, eq));
     out->set_value(eq == std::string::npos ? "" : kv.substr(eq + 1));
   }
+}
 
+// Device nodes the container does not have yet; returns their paths. Every
+// node the host has goes into `injected`, for the hook's host check,
+// whoever adds it (fully specified nodes may exist only inside).
+std::vector<std::string> add_devices(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr,
+                                     api::ContainerAdjustment* adj, nlohmann::json* injected) {
   std::set<std::string, std::less<>> have_dev;
   ctr.devices.for_each([&](std::string_view d) { have_dev.emplace(pb::device_path(d)); });
   std::vector<std::string> added;
-  nlohmann::json injected = nlohmann::json::array();
   for (const cdi::LinuxDevice& d : e.devices) {
-    // Recorded for the hook's host check whoever adds the node, but only
-    // when the host has it (fully specified nodes may exist only inside).
-    if (d.on_host) injected.push_back({{"path", d.path}, {"hostPath", d.host_path}});
+    if (d.on_host) injected->push_back({{"path", d.path}, {"hostPath", d.host_path}});
     if (have_dev.count(d.path)) continue;
     auto* out = adj->mutable_linux()->add_devices();
     out->set_path(d.path);
@@ -324,17 +328,22 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
     if (d.gid) out->mutable_gid()->set_value(*d.gid);
     added.push_back(d.path);
   }
-  // Device-cgroup rules. The runtime already allowed the nodes it injected
-  // (its own CDI), and it allows every node of an adjustment itself when it
-  // applies it (AdjustDevices: RemoveDevice + AddDevice + an allow rule of
-  // AccessString), so an allow rule from us would be a second one: NRI
-  // v0.10+ passes an adjustment's linux.resources.devices through
-  // (pkg/adaptation/result.go adjustResources; v0.4-v0.9 drop them). The
-  // mknod ("m") that CDI's default "rwm" adds for character devices is
-  // what the runtimes' default rules already allow for every c/b device.
-  // What the runtime's rule grants beyond the CDI spec's permissions (a
-  // read-only node, or "none") is denied by a rule after it; generate.go
-  // applies resources after devices, so the deny wins (NRI v0.10+ only).
+  return added;
+}
+
+// Device-cgroup rules. The runtime already allowed the nodes it injected
+// (its own CDI), and it allows every node of an adjustment itself when it
+// applies it (AdjustDevices: RemoveDevice + AddDevice + an allow rule of
+// AccessString), so an allow rule from us would be a second one: NRI
+// v0.10+ passes an adjustment's linux.resources.devices through
+// (pkg/adaptation/result.go adjustResources; v0.4-v0.9 drop them). The
+// mknod ("m") that CDI's default "rwm" adds for character devices is
+// what the runtimes' default rules already allow for every c/b device.
+// What the runtime's rule grants beyond the CDI spec's permissions (a
+// read-only node, or "none") is denied by a rule after it; generate.go
+// applies resources after devices, so the deny wins (NRI v0.10+ only).
+void deny_beyond_spec(const cdi::ResolvedEdits& e, const std::vector<std::string>& added,
+                      api::ContainerAdjustment* adj) {
   std::set<std::string> added_set(added.begin(), added.end());
   std::set<std::string> denied;  // "type major:minor", one deny per node
   for (const cdi::LinuxDevice& d : e.devices) {
@@ -355,58 +364,89 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
       break;
     }
   }
+}
 
+// Mounts the container does not have yet; whether there were any. Every
+// destination goes into `injected`, for podshim-hook's SELinux labelling,
+// whoever adds the mount: the source is this container's device data.
+bool add_mounts(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr, api::ContainerAdjustment* adj,
+                nlohmann::json* injected) {
   std::set<std::string, std::less<>> have_mount;
   ctr.mounts.for_each([&](std::string_view m) { have_mount.emplace(pb::mount_destination(m)); });
-  bool added_mounts = false;
-  nlohmann::json injected_mounts = nlohmann::json::array();
+  bool added = false;
   for (const cdi::OciMount& m : e.mounts) {
-    // Listed for podshim-hook's SELinux labelling either way: the source is
-    // this container's device data, whoever added the mount.
-    injected_mounts.push_back(m.destination);
+    injected->push_back(m.destination);
     if (!have_mount.emplace(m.destination).second) continue;
     auto* out = adj->add_mounts();
     out->set_destination(m.destination);
     out->set_source(m.source);
     out->set_type(m.type.empty() ? "bind" : m.type);
     for (const auto& o : m.options) out->add_options(o);
-    added_mounts = true;
+    added = true;
+  }
+  return added;
+}
+
+// Hooks, each once: NRI appends an adjustment's hooks to those in the spec
+// (generate.go AdjustHooks, result.go adjustHooks), so a hook the runtime
+// already applied from the same CDI spec would run twice.
+class HookAdder {
+ public:
+  HookAdder(const pb::ContainerView& ctr, api::ContainerAdjustment* adj) : ctr_(ctr), adj_(adj) {}
+
+  // Whether `id` is in `stage` already; if not, it counts as added from now.
+  bool have(size_t stage, const HookId& id) {
+    if (!read_) {
+      have_ = existing_hooks(ctr_);
+      read_ = true;
+    }
+    auto& list = have_[stage];
+    if (std::find(list.begin(), list.end(), id) != list.end()) return true;
+    list.push_back(id);  // views into the edits or literals, alive for this call
+    return false;
   }
 
-  // Hooks: NRI appends an adjustment's hooks to those in the spec
-  // (generate.go AdjustHooks, result.go adjustHooks), so a hook the runtime
-  // already applied from the same CDI spec would run twice.
-  HookSet have_hooks;
-  bool hooks_read = false;
-  auto have = [&](size_t stage, const HookId& id) {
-    if (!hooks_read) {
-      have_hooks = existing_hooks(ctr);
-      hooks_read = true;
-    }
-    auto& list = have_hooks[stage];
-    if (std::find(list.begin(), list.end(), id) != list.end()) return true;
-    list.push_back(id);  // views into `e` or literals, alive for this call
-    return false;
-  };
-  auto add_hooks = [&](size_t stage, const std::vector<cdi::OciHook>& from,
-                       google::protobuf::RepeatedPtrField<api::Hook>* (api::Hooks::*to)()) {
+  void add(size_t stage, const std::vector<cdi::OciHook>& from,
+           google::protobuf::RepeatedPtrField<api::Hook>* (api::Hooks::*to)()) {
     for (const cdi::OciHook& h : from) {
       if (have(stage, id_of(h))) continue;
-      auto* out = (adj->mutable_hooks()->*to)()->Add();
+      auto* out = (adj_->mutable_hooks()->*to)()->Add();
       out->set_path(h.path);
       for (const auto& a : h.args) out->add_args(a);
       for (const auto& v : h.env) out->add_env(v);
       if (h.timeout) out->mutable_timeout()->set_value(*h.timeout);
     }
-  };
-  if (!e.hooks.empty()) {
-    add_hooks(0, e.hooks.prestart, &api::Hooks::mutable_prestart);
-    add_hooks(1, e.hooks.create_runtime, &api::Hooks::mutable_create_runtime);
-    add_hooks(2, e.hooks.create_container, &api::Hooks::mutable_create_container);
-    add_hooks(3, e.hooks.start_container, &api::Hooks::mutable_start_container);
-    add_hooks(4, e.hooks.poststart, &api::Hooks::mutable_poststart);
-    add_hooks(5, e.hooks.poststop, &api::Hooks::mutable_poststop);
   }
+
+  void add_all(const cdi::ResolvedEdits& e) {
+    if (e.hooks.empty()) return;
+    add(0, e.hooks.prestart, &api::Hooks::mutable_prestart);
+    add(1, e.hooks.create_runtime, &api::Hooks::mutable_create_runtime);
+    add(2, e.hooks.create_container, &api::Hooks::mutable_create_container);
+    add(3, e.hooks.start_container, &api::Hooks::mutable_start_container);
+    add(4, e.hooks.poststart, &api::Hooks::mutable_poststart);
+    add(5, e.hooks.poststop, &api::Hooks::mutable_poststop);
+  }
+
+ private:
+  const pb::ContainerView& ctr_;
+  api::ContainerAdjustment* adj_;
+  HookSet have_;
+  bool read_ = false;
+};
+
+}  // namespace
+
+std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const pb::ContainerView& ctr,
+                                             const AdjustmentOptions& opts,
+                                             api::ContainerAdjustment* adj) {
+  add_env(e, ctr, adj);
+  nlohmann::json injected = nlohmann::json::array(), injected_mounts = nlohmann::json::array();
+  std::vector<std::string> added = add_devices(e, ctr, adj, &injected);
+  deny_beyond_spec(e, added, adj);
+  const bool added_mounts = add_mounts(e, ctr, adj, &injected_mounts);
+  HookAdder hooks(ctr, adj);
+  hooks.add_all(e);
 
   if (!injected.empty()) (*adj->mutable_annotations())["podshim.io/injected-devices"] = core::dump(injected);
   if (!injected_mounts.empty())
@@ -414,10 +454,10 @@ std::vector<std::string> edits_to_adjustment(const cdi::ResolvedEdits& e, const 
   if (opts.inject_hook && (!injected.empty() || added_mounts)) {
     // Not twice either: CRI-O's hooks.d may already run podshim-hook for
     // this container (both modes on, packaging's crio-podshim.conf).
-    if (!have(1, HookId{opts.hook_path, {"podshim-hook", "createRuntime"}, {}}))
+    if (!hooks.have(1, HookId{opts.hook_path, {"podshim-hook", "createRuntime"}, {}}))
       fill_hook(adj->mutable_hooks()->add_create_runtime(), opts.hook_path, "createRuntime",
                 opts.hook_timeout_s);
-    if (!have(5, HookId{opts.hook_path, {"podshim-hook", "poststop"}, {}}))
+    if (!hooks.have(5, HookId{opts.hook_path, {"podshim-hook", "poststop"}, {}}))
       fill_hook(adj->mutable_hooks()->add_poststop(), opts.hook_path, "poststop", opts.hook_timeout_s);
   }
   return added;
