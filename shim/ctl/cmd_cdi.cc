@@ -102,92 +102,75 @@ std::string parse_args(const std::vector<std::string>& argv, Args* a) {
 }
 
 
-}  // namespace
-
-// Exposed for the unit test (tests/cdi/cmd_cdi_test.cc); argv[0] is the
-// first argument after "cdi".
-int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std::ostream& out,
-                    std::ostream& err) {
-  {
-    std::vector<std::string> full = {"cdi"};
-    full.insert(full.end(), argv.begin(), argv.end());
-    std::vector<char*> cargv;
-    for (auto& s : full) cargv.push_back(s.data());
-    if (auto h = handle_help(static_cast<int>(cargv.size()), cargv.data(), out)) return *h;
-  }
-  Args a;
-  if (std::string e = parse_args(argv, &a); !e.empty()) {
-    err << "podshimctl cdi: " << e << "\n" << usage_hint("cdi");
-    return kExitUsage;
-  }
-  cdi::Registry reg(a.options);
-  reg.refresh();
-
-  if (a.verb == "list") {
-    // The spec file each resolvable device comes from: the last one in scan
-    // order (highest priority) that defines it.
-    struct From {
-      const cdi::SpecFile* file;
-      const cdi::Device* device;
-    };
-    std::map<std::string, From> from;
-    for (const auto& f : reg.specs())
-      for (const auto& d : f->spec.devices) from[f->spec.kind + "=" + d.name] = {f.get(), &d};
-    nlohmann::json items = nlohmann::json::array();
-    Table t{{"DEVICE", "SPEC"}, {}};
-    const bool wide = a.format == Format::Wide;
-    if (wide) t.header.insert(t.header.end(), {"CDI-VERSION", "NODES"});
-    for (const auto& name : reg.devices()) {
-      nlohmann::json item = {{"name", name}};
-      std::string spec = "-", version = "-", nodes;
-      if (auto it = from.find(name); it != from.end()) {
-        spec = it->second.file->path;
-        version = it->second.file->spec.version;
-        nlohmann::json paths = nlohmann::json::array();
-        for (const auto& n : it->second.device->edits.device_nodes) {
-          paths.push_back(n.path);
-          nodes += (nodes.empty() ? "" : ",") + n.path;
-        }
-        item["spec"] = spec;
-        item["cdiVersion"] = version;
-        item["deviceNodes"] = std::move(paths);
+// cdi list: every device the registry resolves, with the spec it comes from.
+int cdi_list(const cdi::Registry& reg, const Args& a, std::ostream& out, std::ostream& err) {
+  // The spec file each resolvable device comes from: the last one in scan
+  // order (highest priority) that defines it.
+  struct From {
+    const cdi::SpecFile* file;
+    const cdi::Device* device;
+  };
+  std::map<std::string, From> from;
+  for (const auto& f : reg.specs())
+    for (const auto& d : f->spec.devices) from[f->spec.kind + "=" + d.name] = {f.get(), &d};
+  nlohmann::json items = nlohmann::json::array();
+  Table t{{"DEVICE", "SPEC"}, {}};
+  const bool wide = a.format == Format::Wide;
+  if (wide) t.header.insert(t.header.end(), {"CDI-VERSION", "NODES"});
+  for (const auto& name : reg.devices()) {
+    nlohmann::json item = {{"name", name}};
+    std::string spec = "-", version = "-", nodes;
+    if (auto it = from.find(name); it != from.end()) {
+      spec = it->second.file->path;
+      version = it->second.file->spec.version;
+      nlohmann::json paths = nlohmann::json::array();
+      for (const auto& n : it->second.device->edits.device_nodes) {
+        paths.push_back(n.path);
+        nodes += (nodes.empty() ? "" : ",") + n.path;
       }
-      items.push_back(std::move(item));
-      t.rows.push_back({name, spec});
-      if (wide) t.rows.back().insert(t.rows.back().end(), {version, nodes.empty() ? "-" : nodes});
+      item["spec"] = spec;
+      item["cdiVersion"] = version;
+      item["deviceNodes"] = std::move(paths);
     }
-    print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
-    size_t bad = reg.errors().size();
-    if (bad) err << "podshimctl cdi: " << bad << " spec file(s) with errors; see `podshimctl cdi validate`\n";
-    return kExitOk;
+    items.push_back(std::move(item));
+    t.rows.push_back({name, spec});
+    if (wide) t.rows.back().insert(t.rows.back().end(), {version, nodes.empty() ? "-" : nodes});
   }
-  if (a.verb == "validate") {
-    bool any_invalid = false;
-    std::map<std::string, const cdi::SpecFile*> loaded;
-    for (const auto& f : reg.specs()) loaded[f->path] = f.get();
-    nlohmann::json items = nlohmann::json::array();
-    Table t{{"STATUS", "SPEC", "ERRORS"}, {}};
-    const bool wide = a.format == Format::Wide;
-    if (wide) t.header = {"STATUS", "SPEC", "KIND", "DEVICES", "ERRORS"};
-    for (const auto& v : reg.verdicts()) {
-      any_invalid |= !v.errors.empty();
-      std::string errors;
-      for (size_t i = 0; i < v.errors.size(); i++) errors += (i ? "; " : "") + v.errors[i];
-      items.push_back({{"path", v.path}, {"valid", v.errors.empty()}, {"errors", v.errors}});
-      std::vector<std::string> row = {v.errors.empty() ? "ok" : "invalid", v.path};
-      if (wide) {
-        auto it = loaded.find(v.path);
-        row.push_back(it != loaded.end() ? it->second->spec.kind : "-");
-        row.push_back(it != loaded.end() ? std::to_string(it->second->spec.devices.size()) : "-");
-      }
-      row.push_back(errors.empty() ? "-" : errors);
-      t.rows.push_back(std::move(row));
-    }
-    print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
-    return any_invalid ? kExitFailure : kExitOk;
-  }
+  print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
+  size_t bad = reg.errors().size();
+  if (bad) err << "podshimctl cdi: " << bad << " spec file(s) with errors; see `podshimctl cdi validate`\n";
+  return kExitOk;
+}
 
-  // inject
+// cdi validate: every spec file's verdict.
+int cdi_validate(const cdi::Registry& reg, const Args& a, std::ostream& out, std::ostream& err) {
+  bool any_invalid = false;
+  std::map<std::string, const cdi::SpecFile*> loaded;
+  for (const auto& f : reg.specs()) loaded[f->path] = f.get();
+  nlohmann::json items = nlohmann::json::array();
+  Table t{{"STATUS", "SPEC", "ERRORS"}, {}};
+  const bool wide = a.format == Format::Wide;
+  if (wide) t.header = {"STATUS", "SPEC", "KIND", "DEVICES", "ERRORS"};
+  for (const auto& v : reg.verdicts()) {
+    any_invalid |= !v.errors.empty();
+    std::string errors;
+    for (size_t i = 0; i < v.errors.size(); i++) errors += (i ? "; " : "") + v.errors[i];
+    items.push_back({{"path", v.path}, {"valid", v.errors.empty()}, {"errors", v.errors}});
+    std::vector<std::string> row = {v.errors.empty() ? "ok" : "invalid", v.path};
+    if (wide) {
+      auto it = loaded.find(v.path);
+      row.push_back(it != loaded.end() ? it->second->spec.kind : "-");
+      row.push_back(it != loaded.end() ? std::to_string(it->second->spec.devices.size()) : "-");
+    }
+    row.push_back(errors.empty() ? "-" : errors);
+    t.rows.push_back(std::move(row));
+  }
+  print_listing(nlohmann::json{{"items", std::move(items)}}, a.format, t, out, err);
+  return any_invalid ? kExitFailure : kExitOk;
+}
+
+// cdi inject: the config with the devices' edits, on stdout.
+int cdi_inject(const cdi::Registry& reg, const Args& a, std::istream& in, std::ostream& out, std::ostream& err) {
   std::string text;
   if (a.config == "-") {
     std::ostringstream ss;
@@ -217,6 +200,32 @@ int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std:
   }
   out << *r << "\n";
   return kExitOk;
+}
+
+}  // namespace
+
+// Exposed for the unit test (tests/cdi/cmd_cdi_test.cc); argv[0] is the
+// first argument after "cdi".
+int run_cdi_command(const std::vector<std::string>& argv, std::istream& in, std::ostream& out,
+                    std::ostream& err) {
+  {
+    std::vector<std::string> full = {"cdi"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    std::vector<char*> cargv;
+    for (auto& s : full) cargv.push_back(s.data());
+    if (auto h = handle_help(static_cast<int>(cargv.size()), cargv.data(), out)) return *h;
+  }
+  Args a;
+  if (std::string e = parse_args(argv, &a); !e.empty()) {
+    err << "podshimctl cdi: " << e << "\n" << usage_hint("cdi");
+    return kExitUsage;
+  }
+  cdi::Registry reg(a.options);
+  reg.refresh();
+
+  if (a.verb == "list") return cdi_list(reg, a, out, err);
+  if (a.verb == "validate") return cdi_validate(reg, a, out, err);
+  return cdi_inject(reg, a, in, out, err);
 }
 
 namespace {
