@@ -186,6 +186,87 @@ Result<NodePart> complete_node(const DeviceNode& n, const ProcessIds& ids, HostC
   return d;
 }
 
+// env: unique by key, a later value replacing an earlier one in place.
+void view_env(std::span<const ContainerEdits* const> parts, size_t n_env, EditsView& r) {
+  r.env.reserve(n_env);
+  FlatIndex<std::string_view> env_at(n_env);  // key → index in r.env
+  for (const ContainerEdits* p : parts) {
+    for (const auto& e : p->env) {
+      bool fresh;
+      size_t& at = env_at.find_or_add(env_key(e), r.env.size(), &fresh);
+      if (fresh) r.env.push_back(&e);
+      else r.env[at] = &e;  // a later value replaces in place
+    }
+  }
+}
+
+// Which entries a later one with the same key replaces (1), in one pass.
+template <typename T, typename Key>
+std::vector<char> replaced_by_later(const std::vector<const T*>& xs, Key key) {
+  std::vector<char> replaced(xs.size(), 0);
+  FlatIndex<std::string_view> last(xs.size());
+  for (size_t i = 0; i < xs.size(); i++) {
+    bool fresh;
+    size_t& at = last.find_or_add(key(*xs[i]), i, &fresh);
+    if (!fresh) replaced[at] = 1;
+    at = i;
+  }
+  return replaced;
+}
+
+// Device nodes: unique by container path, the later one wins and takes the
+// later position. Every node is completed (and may fail) in order, and each
+// c/b node brings its allow rule.
+Result<void> view_devices(const std::vector<const DeviceNode*>& nodes, const ProcessIds& ids, HostCache& host,
+                          EditsView& r) {
+  const std::vector<char> replaced = replaced_by_later(nodes, [](const DeviceNode& n) { return std::string_view(n.path); });
+  r.devices.reserve(nodes.size());
+  r.device_rules.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); i++) {
+    const DeviceNode& n = *nodes[i];
+    auto dev = complete_node(n, ids, host);
+    if (!dev) return Unexpected(dev.error());
+    if (dev->type == "b" || dev->type == "c") {
+      std::string_view access = n.permissions;  // a view: the conditional form would copy into a temporary
+      if (access.empty()) access = "rwm";
+      else if (access == "none") access = "";
+      r.device_rules.push_back(RulePart{dev->type, dev->major, dev->minor, access});
+    }
+    if (!replaced[i]) r.devices.push_back(*dev);
+  }
+  return {};
+}
+
+// Mounts: unique by destination (later wins, at its position), then
+// stable-sorted by depth, each depth computed once.
+void view_mounts(const std::vector<const Mount*>& mounts, EditsView& r) {
+  const std::vector<char> replaced =
+      replaced_by_later(mounts, [](const Mount& m) { return std::string_view(m.container_path); });
+  std::vector<std::pair<size_t, const Mount*>> by_depth;
+  by_depth.reserve(mounts.size());
+  for (size_t i = 0; i < mounts.size(); i++)
+    if (!replaced[i]) by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
+  std::stable_sort(by_depth.begin(), by_depth.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  r.mounts.reserve(by_depth.size());
+  for (const auto& [_, m] : by_depth) r.mounts.push_back(m);
+}
+
+// Hooks by stage, the last intelRdt, the additional gids each once.
+Result<void> view_hooks_rdt_gids(std::span<const ContainerEdits* const> parts, size_t n_gids, EditsView& r) {
+  FlatIndex<uint32_t, char> gids(n_gids);
+  for (const ContainerEdits* p : parts) {
+    for (const auto& h : p->hooks) {
+      auto stage = std::find_if(kStages.begin(), kStages.end(), [&](const char* s) { return h.hook_name == s; });
+      if (stage == kStages.end()) return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
+      r.hooks[static_cast<size_t>(stage - kStages.begin())].push_back(&h);
+    }
+    if (p->intel_rdt) r.intel_rdt = &*p->intel_rdt;  // a later one replaces (ContainerEdits::append)
+    for (uint32_t g : p->additional_gids)
+      if (g != 0 && gids.insert(g)) r.additional_gids.push_back(g);
+  }
+  return {};
+}
+
 Result<void> build_view(std::span<const ContainerEdits* const> parts, const ProcessIds& ids, HostCache& host,
                         EditsView& r) {
   // Every list below is made unique by its key in one pass with a hash
@@ -226,74 +307,12 @@ Result<void> build_view(std::span<const ContainerEdits* const> parts, const Proc
     }
     for (const auto& h : p->hooks) __builtin_prefetch(h.args.data());
   }
-  r.env.reserve(n_env);
-  FlatIndex<std::string_view> env_at(n_env);  // key → index in r.env
-  for (const ContainerEdits* p : parts) {
-    for (const auto& e : p->env) {
-      bool fresh;
-      size_t& at = env_at.find_or_add(env_key(e), r.env.size(), &fresh);
-      if (fresh) r.env.push_back(&e);
-      else r.env[at] = &e;  // a later value replaces in place
-    }
-  }
-  // Device nodes: unique by container path, the later one wins and takes
-  // the later position. Every node is completed (and may fail) in order.
-  // One pass marks each node a later one with its path replaces; the
-  // second keeps the others without looking them up again.
-  std::vector<char> replaced(nodes.size() + mounts.size(), 0);
-  FlatIndex<std::string_view> last_node(nodes.size());
-  for (size_t i = 0; i < nodes.size(); i++) {
-    bool fresh;
-    size_t& at = last_node.find_or_add(nodes[i]->path, i, &fresh);
-    if (!fresh) replaced[at] = 1;
-    at = i;
-  }
-  r.devices.reserve(nodes.size());
-  r.device_rules.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); i++) {
-    const DeviceNode& n = *nodes[i];
-    auto dev = complete_node(n, ids, host);
-    if (!dev) return Unexpected(dev.error());
-    if (dev->type == "b" || dev->type == "c") {
-      std::string_view access = n.permissions;  // a view: the conditional form would copy into a temporary
-      if (access.empty()) access = "rwm";
-      else if (access == "none") access = "";
-      r.device_rules.push_back(RulePart{dev->type, dev->major, dev->minor, access});
-    }
-    if (!replaced[i]) r.devices.push_back(*dev);
-  }
+  view_env(parts, n_env, r);
+  PODSHIM_TRY(view_devices(nodes, ids, host, r));
   for (const ContainerEdits* p : parts)
     for (const auto& d : p->net_devices) r.net_devices.push_back(&d);
-  // Mounts: unique by destination (later wins, at its position), then
-  // stable-sorted by depth, each depth computed once.
-  char* const mount_replaced = replaced.data() + nodes.size();
-  FlatIndex<std::string_view> last_mount(mounts.size());
-  for (size_t i = 0; i < mounts.size(); i++) {
-    bool fresh;
-    size_t& at = last_mount.find_or_add(mounts[i]->container_path, i, &fresh);
-    if (!fresh) mount_replaced[at] = 1;
-    at = i;
-  }
-  std::vector<std::pair<size_t, const Mount*>> by_depth;
-  by_depth.reserve(mounts.size());
-  for (size_t i = 0; i < mounts.size(); i++)
-    if (!mount_replaced[i]) by_depth.emplace_back(mount_depth(mounts[i]->container_path), mounts[i]);
-  std::stable_sort(by_depth.begin(), by_depth.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
-  r.mounts.reserve(by_depth.size());
-  for (const auto& [_, m] : by_depth) r.mounts.push_back(m);
-  FlatIndex<uint32_t, char> gids(n_gids);
-  for (const ContainerEdits* p : parts) {
-    for (const auto& h : p->hooks) {
-      auto stage = std::find_if(kStages.begin(), kStages.end(), [&](const char* s) { return h.hook_name == s; });
-      if (stage == kStages.end()) return fail(EINVAL, "unknown hook name \"{}\"", h.hook_name);
-      r.hooks[static_cast<size_t>(stage - kStages.begin())].push_back(&h);
-    }
-    if (p->intel_rdt) r.intel_rdt = &*p->intel_rdt;  // a later one replaces (ContainerEdits::append)
-    for (uint32_t g : p->additional_gids)
-      if (g != 0 && gids.insert(g)) r.additional_gids.push_back(g);
-  }
-  return {};
+  view_mounts(mounts, r);
+  return view_hooks_rdt_gids(parts, n_gids, r);
 }
 
 OciHook to_oci(const Hook& h) { return OciHook{h.path, h.args, h.env, h.timeout}; }
