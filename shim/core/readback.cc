@@ -462,9 +462,9 @@ struct ReadBack::Impl {
                       cgroup::formula_name(*after), id, shares, *k.weight));
   }
 
-  void read_one(const std::string& id, uint64_t shares, bool force) {
-    // Only what the read-back uses (not the annotations, devices or
-    // conditions a full copy would bring along).
+  // Only what the read-back uses (not the annotations, devices or
+  // conditions a full copy would bring along); nullopt when it is gone.
+  std::optional<Container> copy_of(const std::string& id) const {
     std::optional<Container> c;
     store.with_container(id, [&](const Container& k) {
       Container x;
@@ -478,6 +478,63 @@ struct ReadBack::Impl {
       x.drift = k.drift;
       c = std::move(x);
     });
+    return c;
+  }
+
+  // A read that failed: a cgroup not there (not created yet, as
+  // CreateContainer comes before the runtime makes it, or already removed)
+  // is not an error; the first other failure of a container is a notice
+  // (its actual values stay "-" until a read works), repeats go to debug.
+  void read_failed(const std::string& id, Entry& e, const Error& err) {
+    if (gone_errno(err.code)) {
+      ++stats.gone;
+      return;
+    }
+    ++stats.errors;
+    const bool first = !e.read_failing;
+    e.read_failing = true;
+    say(first ? log::Level::Notice : log::Level::Debug, id,
+        fmt::format("Read-back of container {} failed{}: {}", id, first ? " (repeats are logged at debug)" : "",
+                    err.message));
+  }
+
+  // What the kernel holds, as the resources podshim reports.
+  ActualResources actual_of(const Container& c, const Kernel& k) const {
+    ActualResources act;
+    if (k.weight)
+      act.resources.cpu_request_milli =
+          cgroup::held_cpu_request(*k.weight, c.kernel_target().cpu_request_milli, formula());
+    if (k.cpu_max && k.cpu_max->quota_us)
+      act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k.cpu_max->quota_us, k.cpu_max->period_us);
+    if (k.memory_max && *k.memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k.memory_max);
+    act.memory_current = k.memory_current;
+    act.oom_kill = k.oom_kill;
+    act.read_unix_ms = now_unix_ms();
+    return act;
+  }
+
+  // Stores the reading when it tells something new (or `force`): other
+  // resources or kills, usage moved by a step, or drift changed.
+  void store_reading(const std::string& id, const Entry& e, const Container& c, const ActualResources& act,
+                     bool force) {
+    const auto& old = c.actual;
+    const bool usage_moved =
+        old && (old->memory_current > act.memory_current ? old->memory_current - act.memory_current
+                                                         : act.memory_current - old->memory_current) >=
+                   std::max(kUsageStepBytes, old->memory_current / kUsageStepDivisor);
+    const bool changed = force || !old || old->resources != act.resources || old->oom_kill != act.oom_kill ||
+                         usage_moved || c.drift != e.drift;
+    if (!changed) return;
+    uint64_t kills = 0;
+    store_update(id, [&](Container& ct) {
+      kills = set_actual(ct, act);
+      ct.drift = e.drift;
+    });
+    count_oom_kills(store, metrics, c.pod_uid, kills);
+  }
+
+  void read_one(const std::string& id, uint64_t shares, bool force) {
+    std::optional<Container> c = copy_of(id);
     if (!c) {
       forget(id);
       return;
@@ -490,7 +547,6 @@ struct ReadBack::Impl {
       e.allocated_hash = resources_hash(c->kernel_target());
       e.allocated_at = now();
     }
-    std::vector<Drift> now_drift;
     if (c->state == "stopped") {
       // Exited: the runtime removes its cgroup; nothing to judge, nothing
       // to log.
@@ -503,63 +559,20 @@ struct ReadBack::Impl {
     ++stats.reads;
     auto raw = sample(e, c->cgroup_path);
     Result<Kernel> k = raw ? parse(std::move(*raw)) : Result<Kernel>(Unexpected(raw.error()));
-    if (!k) {
-      if (gone_errno(k.error().code)) {
-        // Not created yet (CreateContainer comes before the runtime makes the
-        // cgroup) or already removed: not an error.
-        ++stats.gone;
-      } else {
-        ++stats.errors;
-        // The first failure of a container is worth a notice (its actual
-        // values stay "-" until a read works); repeats of it go to debug.
-        const bool first = !e.read_failing;
-        e.read_failing = true;
-        say(first ? log::Level::Notice : log::Level::Debug, id,
-            fmt::format("Read-back of container {} failed{}: {}", id, first ? " (repeats are logged at debug)" : "",
-                        k.error().message));
-      }
-      return;
-    }
+    if (!k) return read_failed(id, e, k.error());
     e.read_failing = false;
     if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->memory_current);
     learn(id, shares ? shares : e.runtime_shares, *k);
     e.runtime_shares = 0;
-    const auto f = formula();
-    ActualResources act;
-    if (k->weight) {
-      act.resources.cpu_request_milli = cgroup::held_cpu_request(*k->weight, c->kernel_target().cpu_request_milli, f);
-    }
-    if (k->cpu_max && k->cpu_max->quota_us)
-      act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k->cpu_max->quota_us, k->cpu_max->period_us);
-    if (k->memory_max && *k->memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k->memory_max);
-    act.memory_current = k->memory_current;
-    act.oom_kill = k->oom_kill;
-    act.read_unix_ms = now_unix_ms();
-
+    const ActualResources act = actual_of(*c, *k);
     // An allocation the runtime may still be writing is not judged yet.
-    if (now() - e.allocated_at >= opts.settle)
-      now_drift = judge(c->kernel_target(), *k, f, formula_settled());
-    else
-      now_drift = e.drift;
+    std::vector<Drift> now_drift =
+        now() - e.allocated_at >= opts.settle ? judge(c->kernel_target(), *k, formula(), formula_settled()) : e.drift;
     report(id, e, now_drift);
-
-    const auto& old = c->actual;
-    const bool usage_moved =
-        old && (old->memory_current > act.memory_current ? old->memory_current - act.memory_current
-                                                         : act.memory_current - old->memory_current) >=
-                   std::max(kUsageStepBytes, old->memory_current / kUsageStepDivisor);
-    const bool changed = force || !old || old->resources != act.resources || old->oom_kill != act.oom_kill ||
-                         usage_moved || c->drift != e.drift;
-    if (changed) {
-      uint64_t kills = 0;
-      store_update(id, [&](Container& ct) {
-        kills = set_actual(ct, act);
-        ct.drift = e.drift;
-      });
-      count_oom_kills(store, metrics, c->pod_uid, kills);
-    }
+    store_reading(id, e, *c, act, force);
     repair(id, e, *c);
   }
+
 
   void kick() {
     if (!opts.schedule || slice_scheduled || held || queue.empty()) return;
