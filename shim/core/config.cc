@@ -242,160 +242,175 @@ std::string_view level_name(log::Level l) {
   return "info";
 }
 
+// log_level, the status socket, access rules and the state directory.
+void add_daemon_keys(std::vector<Entry>& v) {
+  v.push_back({{"log_level", "err|warning|notice|info|debug", "--log-level"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto s = scalar(ctx, n, "log_level");
+                 if (!s) return Unexpected(s.error());
+                 if (!log::parse_level(*s, &c.log_level)) {
+                   return ctx.err("'log_level': '{}' is not one of err, warning, notice, info, debug", *s);
+                 }
+                 return {};
+               },
+               [](const Config& c) { return std::string(level_name(c.log_level)); }});
+  v.push_back(path_key({"socket.path", "absolute path", "--socket"}, &Config::socket_path));
+  v.push_back(group_key({"socket.group", "group name or empty", {}, "root's group"}, &Config::socket_group));
+  v.push_back({{"socket.mode", "octal mode, nothing for others"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto m = scalar(ctx, n, "socket.mode");
+                 if (!m) return Unexpected(m.error());
+                 char* end = nullptr;
+                 unsigned long mode = std::strtoul(m->c_str(), &end, 8);
+                 if (m->empty() || *end != '\0' || mode > 0777) {
+                   return ctx.err("'socket.mode' must be an octal mode like \"0660\", not '{}'", *m);
+                 }
+                 if (mode & 0007) return ctx.err("'socket.mode' {} must not grant access to others", *m);
+                 c.socket_mode = static_cast<mode_t>(mode);
+                 return {};
+               },
+               [](const Config& c) { return fmt::format("{:04o}", c.socket_mode); }});
+  v.push_back(group_key({"socket.admin_group", "group name or empty", {}, "root only"}, &Config::admin_group));
+  v.push_back({{"access", "list of rules"},
+               [](const Ctx&, const YAML::Node& n, Config& c, std::string_view source) -> Result<void> {
+                 auto a = parse_access(source, n);
+                 if (!a) return Unexpected(a.error());
+                 c.access = *a;
+                 return {};
+               },
+               [](const Config& c) { return show_access(c.access); }});
+  v.push_back(duration_key({"http.timeout_seconds", "integer 1..3600 (s)"}, &Config::http_timeout, 1, 3600));
+  v.push_back(number_key({"http.max_body_bytes", "integer 0..67108864"}, &Config::max_body_bytes, 0, 64 << 20));
+  // The status server keeps at least one connection for root besides the
+  // shared ones (shim/status/server.cc): it refuses to start below 2.
+  v.push_back(number_key({"http.max_connections", "integer 2..65536"}, &Config::max_connections, 2, 65536));
+  // A watcher's queue must hold at least one large event line (a container
+  // with many annotations), else every such event would drop every watcher.
+  v.push_back(number_key({"http.max_watch_backlog_bytes", "integer 65536..1073741824"},
+                         &Config::max_watch_backlog_bytes, 64 << 10, uint64_t{1} << 30));
+  v.push_back(number_key({"http.max_watch_total_bytes", "integer 65536..1073741824"},
+                         &Config::max_watch_total_bytes, 64 << 10, uint64_t{1} << 30));
+  v.push_back(path_key({"state_dir", "absolute path", "--state-dir"}, &Config::state_dir));
+}
+
+// cgroup.* and node.*: how resizes reach the kernel and what the node offers.
+void add_cgroup_keys(std::vector<Entry>& v) {
+  v.push_back(path_key({"cgroup.root", "absolute path", "--cgroup-root"}, &Config::cgroup_root));
+  v.push_back({{"cgroup.driver", "auto|cgroupfs|systemd"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto s = scalar(ctx, n, "cgroup.driver");
+                 if (!s) return Unexpected(s.error());
+                 if (*s == "auto") c.cgroup_driver = cgroup::DriverKind::Auto;
+                 else if (*s == "cgroupfs") c.cgroup_driver = cgroup::DriverKind::Cgroupfs;
+                 else if (*s == "systemd") c.cgroup_driver = cgroup::DriverKind::Systemd;
+                 else return ctx.err("'cgroup.driver' must be auto, cgroupfs or systemd, not '{}'", *s);
+                 return {};
+               },
+               [](const Config& c) { return std::string(to_string(c.cgroup_driver)); }});
+  v.push_back({{"cgroup.weight_formula", "auto|linear|quadratic"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto s = scalar(ctx, n, "cgroup.weight_formula");
+                 if (!s) return Unexpected(s.error());
+                 auto f = cgroup::parse_formula_setting(*s);
+                 if (!f) return ctx.err("'cgroup.weight_formula' must be auto, linear or quadratic, not '{}'", *s);
+                 c.weight_formula = *f;
+                 return {};
+               },
+               [](const Config& c) { return std::string(to_string(c.weight_formula)); }});
+  // Must stay well under NRI's 2 s request timeout.
+  v.push_back(duration_key({"cgroup.shrink_timeout_ms", "integer 1..1900 (ms)"}, &Config::shrink_timeout, 1, 1900));
+  v.push_back(field_key({"cgroup.shrink_headroom", "memory quantity"}, &Config::shrink_headroom_bytes,
+                        quantity(parse_memory_bytes, 0),
+                        [](uint64_t b) { return format_memory_bytes(static_cast<int64_t>(b)); }));
+  v.push_back(duration_key({"cgroup.shrink_settle_ms", "integer (ms), <= shrink_timeout_ms/4"},
+                           &Config::shrink_settle, 0, 1900));
+  v.push_back(duration_key({"cgroup.shrink_growth_window_ms", "integer 0..3600000 (ms)"},
+                           &Config::shrink_growth_window, 0, 3600000));
+  v.push_back(number_key({"cgroup.shrink_pressure_threshold", "integer 0..100 (percent)"},
+                         &Config::shrink_pressure_threshold, 0, 100));
+  v.push_back(duration_key({"cgroup.systemd_call_timeout_ms", "integer 1..1900 (ms)"},
+                           &Config::systemd_call_timeout, 1, 1900));
+  v.push_back(duration_key({"debug.test_pause_after_clamp_ms", "integer 0..600000 (ms), tests only"},
+                           &Config::test_pause_after_clamp, 0, 600000));
+  v.push_back(duration_key({"debug.test_pause_after_step_ms", "integer 0..600000 (ms), tests only"},
+                           &Config::test_pause_after_step, 0, 600000));
+  v.push_back(field_key({"node.allocatable.cpu", "cpu quantity", {}, "the machine's online CPUs"},
+                        &Config::allocatable_cpu_milli, quantity(parse_cpu_milli, 1),
+                        [](std::optional<int64_t> q) { return q ? format_cpu_milli(*q) : std::string(); }));
+  v.push_back(field_key({"node.allocatable.memory", "memory quantity", {}, "the machine's MemTotal"},
+                        &Config::allocatable_memory_bytes, quantity(parse_memory_bytes, 1),
+                        [](std::optional<int64_t> q) { return q ? format_memory_bytes(*q) : std::string(); }));
+}
+
+// nri.*, cdi.* and readback.*.
+void add_nri_cdi_readback_keys(std::vector<Entry>& v) {
+  v.push_back(bool_key({"nri.enabled", "boolean", "--nri"}, &Config::nri_enabled));
+  v.push_back(path_key({"nri.socket", "absolute path", "--nri-socket"}, &Config::nri_socket));
+  v.push_back({{"nri.plugin_name", "[A-Za-z0-9._-], 1..63 characters"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto s = scalar(ctx, n, "nri.plugin_name");
+                 if (!s) return Unexpected(s.error());
+                 const bool ok = !s->empty() && s->size() <= 63 && std::all_of(s->begin(), s->end(), [](char ch) {
+                   return isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+                 });
+                 if (!ok) return ctx.err("'nri.plugin_name' must be 1..63 of [A-Za-z0-9._-], not '{}'", *s);
+                 c.nri_plugin_name = *s;
+                 return {};
+               },
+               [](const Config& c) { return c.nri_plugin_name; }});
+  v.push_back({{"nri.plugin_index", "two digits", "--nri-index"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto s = scalar(ctx, n, "nri.plugin_index");
+                 if (!s) return Unexpected(s.error());
+                 // NRI wants exactly two digits (pkg/adaptation plugin name "NN-name").
+                 if (s->size() != 2 || !isdigit(static_cast<unsigned char>((*s)[0])) ||
+                     !isdigit(static_cast<unsigned char>((*s)[1]))) {
+                   return ctx.err("'nri.plugin_index' must be two digits like \"10\", not '{}'", *s);
+                 }
+                 c.nri_plugin_index = *s;
+                 return {};
+               },
+               [](const Config& c) { return c.nri_plugin_index; }});
+  v.push_back({{"cdi.spec_dirs", "list of absolute paths"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto l = string_list(ctx, n, "cdi.spec_dirs");
+                 if (!l) return Unexpected(l.error());
+                 for (const auto& d : *l) {
+                   if (d.empty() || d.front() != '/') return ctx.err("'cdi.spec_dirs': '{}' is not absolute", d);
+                 }
+                 c.cdi_spec_dirs = *l;
+                 return {};
+               },
+               [](const Config& c) { return show_list(c.cdi_spec_dirs); }});
+  // The address itself is checked where it is bound (shim/status
+  // parse_listen_address, called by podshimd after the flags); here its type.
+  v.push_back(string_key({"metrics.listen", "HOST:PORT or empty", "--metrics-listen", "off"}, &Config::metrics_listen));
+  v.push_back(number_key({"metrics.max_containers", "integer 0..100000"}, &Config::metrics_max_containers, 0,
+                         100000));
+  v.push_back({{"readback.interval_ms", "0, or integer 100..3600000 (ms)"},
+               [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
+                 auto v = number(ctx, n, "readback.interval_ms", 0, 3600 * 1000);
+                 if (!v) return Unexpected(v.error());
+                 // Shorter periods cost a whole pass over every container each time.
+                 if (*v != 0 && *v < 100) {
+                   return ctx.err("'readback.interval_ms' must be 0 (off) or at least 100, not {}", *v);
+                 }
+                 c.readback_interval = std::chrono::milliseconds(*v);
+                 return {};
+               },
+               [](const Config& c) { return std::to_string(c.readback_interval.count()); }});
+  v.push_back(duration_key({"readback.slice_budget_us", "integer 50..100000 (us)"}, &Config::readback_slice_budget,
+                           50, 100000));
+  v.push_back(number_key({"readback.fd_cache", "integer 0..100000"}, &Config::readback_fd_cache, 0, 100000));
+  v.push_back(bool_key({"readback.repair_drift", "boolean"}, &Config::repair_drift));
+}
+
 const std::vector<Entry>& schema() {
   static const std::vector<Entry> kSchema = [] {
     std::vector<Entry> v;
-    v.push_back({{"log_level", "err|warning|notice|info|debug", "--log-level"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "log_level");
-                   if (!s) return Unexpected(s.error());
-                   if (!log::parse_level(*s, &c.log_level)) {
-                     return ctx.err("'log_level': '{}' is not one of err, warning, notice, info, debug", *s);
-                   }
-                   return {};
-                 },
-                 [](const Config& c) { return std::string(level_name(c.log_level)); }});
-    v.push_back(path_key({"socket.path", "absolute path", "--socket"}, &Config::socket_path));
-    v.push_back(group_key({"socket.group", "group name or empty", {}, "root's group"}, &Config::socket_group));
-    v.push_back({{"socket.mode", "octal mode, nothing for others"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto m = scalar(ctx, n, "socket.mode");
-                   if (!m) return Unexpected(m.error());
-                   char* end = nullptr;
-                   unsigned long mode = std::strtoul(m->c_str(), &end, 8);
-                   if (m->empty() || *end != '\0' || mode > 0777) {
-                     return ctx.err("'socket.mode' must be an octal mode like \"0660\", not '{}'", *m);
-                   }
-                   if (mode & 0007) return ctx.err("'socket.mode' {} must not grant access to others", *m);
-                   c.socket_mode = static_cast<mode_t>(mode);
-                   return {};
-                 },
-                 [](const Config& c) { return fmt::format("{:04o}", c.socket_mode); }});
-    v.push_back(group_key({"socket.admin_group", "group name or empty", {}, "root only"}, &Config::admin_group));
-    v.push_back({{"access", "list of rules"},
-                 [](const Ctx&, const YAML::Node& n, Config& c, std::string_view source) -> Result<void> {
-                   auto a = parse_access(source, n);
-                   if (!a) return Unexpected(a.error());
-                   c.access = *a;
-                   return {};
-                 },
-                 [](const Config& c) { return show_access(c.access); }});
-    v.push_back(duration_key({"http.timeout_seconds", "integer 1..3600 (s)"}, &Config::http_timeout, 1, 3600));
-    v.push_back(number_key({"http.max_body_bytes", "integer 0..67108864"}, &Config::max_body_bytes, 0, 64 << 20));
-    // The status server keeps at least one connection for root besides the
-    // shared ones (shim/status/server.cc): it refuses to start below 2.
-    v.push_back(number_key({"http.max_connections", "integer 2..65536"}, &Config::max_connections, 2, 65536));
-    // A watcher's queue must hold at least one large event line (a container
-    // with many annotations), else every such event would drop every watcher.
-    v.push_back(number_key({"http.max_watch_backlog_bytes", "integer 65536..1073741824"},
-                           &Config::max_watch_backlog_bytes, 64 << 10, uint64_t{1} << 30));
-    v.push_back(number_key({"http.max_watch_total_bytes", "integer 65536..1073741824"},
-                           &Config::max_watch_total_bytes, 64 << 10, uint64_t{1} << 30));
-    v.push_back(path_key({"state_dir", "absolute path", "--state-dir"}, &Config::state_dir));
-    v.push_back(path_key({"cgroup.root", "absolute path", "--cgroup-root"}, &Config::cgroup_root));
-    v.push_back({{"cgroup.driver", "auto|cgroupfs|systemd"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "cgroup.driver");
-                   if (!s) return Unexpected(s.error());
-                   if (*s == "auto") c.cgroup_driver = cgroup::DriverKind::Auto;
-                   else if (*s == "cgroupfs") c.cgroup_driver = cgroup::DriverKind::Cgroupfs;
-                   else if (*s == "systemd") c.cgroup_driver = cgroup::DriverKind::Systemd;
-                   else return ctx.err("'cgroup.driver' must be auto, cgroupfs or systemd, not '{}'", *s);
-                   return {};
-                 },
-                 [](const Config& c) { return std::string(to_string(c.cgroup_driver)); }});
-    v.push_back({{"cgroup.weight_formula", "auto|linear|quadratic"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "cgroup.weight_formula");
-                   if (!s) return Unexpected(s.error());
-                   auto f = cgroup::parse_formula_setting(*s);
-                   if (!f) return ctx.err("'cgroup.weight_formula' must be auto, linear or quadratic, not '{}'", *s);
-                   c.weight_formula = *f;
-                   return {};
-                 },
-                 [](const Config& c) { return std::string(to_string(c.weight_formula)); }});
-    // Must stay well under NRI's 2 s request timeout.
-    v.push_back(duration_key({"cgroup.shrink_timeout_ms", "integer 1..1900 (ms)"}, &Config::shrink_timeout, 1, 1900));
-    v.push_back(field_key({"cgroup.shrink_headroom", "memory quantity"}, &Config::shrink_headroom_bytes,
-                          quantity(parse_memory_bytes, 0),
-                          [](uint64_t b) { return format_memory_bytes(static_cast<int64_t>(b)); }));
-    v.push_back(duration_key({"cgroup.shrink_settle_ms", "integer (ms), <= shrink_timeout_ms/4"},
-                             &Config::shrink_settle, 0, 1900));
-    v.push_back(duration_key({"cgroup.shrink_growth_window_ms", "integer 0..3600000 (ms)"},
-                             &Config::shrink_growth_window, 0, 3600000));
-    v.push_back(number_key({"cgroup.shrink_pressure_threshold", "integer 0..100 (percent)"},
-                           &Config::shrink_pressure_threshold, 0, 100));
-    v.push_back(duration_key({"cgroup.systemd_call_timeout_ms", "integer 1..1900 (ms)"},
-                             &Config::systemd_call_timeout, 1, 1900));
-    v.push_back(duration_key({"debug.test_pause_after_clamp_ms", "integer 0..600000 (ms), tests only"},
-                             &Config::test_pause_after_clamp, 0, 600000));
-    v.push_back(duration_key({"debug.test_pause_after_step_ms", "integer 0..600000 (ms), tests only"},
-                             &Config::test_pause_after_step, 0, 600000));
-    v.push_back(field_key({"node.allocatable.cpu", "cpu quantity", {}, "the machine's online CPUs"},
-                          &Config::allocatable_cpu_milli, quantity(parse_cpu_milli, 1),
-                          [](std::optional<int64_t> q) { return q ? format_cpu_milli(*q) : std::string(); }));
-    v.push_back(field_key({"node.allocatable.memory", "memory quantity", {}, "the machine's MemTotal"},
-                          &Config::allocatable_memory_bytes, quantity(parse_memory_bytes, 1),
-                          [](std::optional<int64_t> q) { return q ? format_memory_bytes(*q) : std::string(); }));
-    v.push_back(bool_key({"nri.enabled", "boolean", "--nri"}, &Config::nri_enabled));
-    v.push_back(path_key({"nri.socket", "absolute path", "--nri-socket"}, &Config::nri_socket));
-    v.push_back({{"nri.plugin_name", "[A-Za-z0-9._-], 1..63 characters"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "nri.plugin_name");
-                   if (!s) return Unexpected(s.error());
-                   const bool ok = !s->empty() && s->size() <= 63 && std::all_of(s->begin(), s->end(), [](char ch) {
-                     return isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
-                   });
-                   if (!ok) return ctx.err("'nri.plugin_name' must be 1..63 of [A-Za-z0-9._-], not '{}'", *s);
-                   c.nri_plugin_name = *s;
-                   return {};
-                 },
-                 [](const Config& c) { return c.nri_plugin_name; }});
-    v.push_back({{"nri.plugin_index", "two digits", "--nri-index"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto s = scalar(ctx, n, "nri.plugin_index");
-                   if (!s) return Unexpected(s.error());
-                   // NRI wants exactly two digits (pkg/adaptation plugin name "NN-name").
-                   if (s->size() != 2 || !isdigit(static_cast<unsigned char>((*s)[0])) ||
-                       !isdigit(static_cast<unsigned char>((*s)[1]))) {
-                     return ctx.err("'nri.plugin_index' must be two digits like \"10\", not '{}'", *s);
-                   }
-                   c.nri_plugin_index = *s;
-                   return {};
-                 },
-                 [](const Config& c) { return c.nri_plugin_index; }});
-    v.push_back({{"cdi.spec_dirs", "list of absolute paths"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto l = string_list(ctx, n, "cdi.spec_dirs");
-                   if (!l) return Unexpected(l.error());
-                   for (const auto& d : *l) {
-                     if (d.empty() || d.front() != '/') return ctx.err("'cdi.spec_dirs': '{}' is not absolute", d);
-                   }
-                   c.cdi_spec_dirs = *l;
-                   return {};
-                 },
-                 [](const Config& c) { return show_list(c.cdi_spec_dirs); }});
-    // The address itself is checked where it is bound (shim/status
-    // parse_listen_address, called by podshimd after the flags); here its type.
-    v.push_back(string_key({"metrics.listen", "HOST:PORT or empty", "--metrics-listen", "off"}, &Config::metrics_listen));
-    v.push_back(number_key({"metrics.max_containers", "integer 0..100000"}, &Config::metrics_max_containers, 0,
-                           100000));
-    v.push_back({{"readback.interval_ms", "0, or integer 100..3600000 (ms)"},
-                 [](const Ctx& ctx, const YAML::Node& n, Config& c, std::string_view) -> Result<void> {
-                   auto v = number(ctx, n, "readback.interval_ms", 0, 3600 * 1000);
-                   if (!v) return Unexpected(v.error());
-                   // Shorter periods cost a whole pass over every container each time.
-                   if (*v != 0 && *v < 100) {
-                     return ctx.err("'readback.interval_ms' must be 0 (off) or at least 100, not {}", *v);
-                   }
-                   c.readback_interval = std::chrono::milliseconds(*v);
-                   return {};
-                 },
-                 [](const Config& c) { return std::to_string(c.readback_interval.count()); }});
-    v.push_back(duration_key({"readback.slice_budget_us", "integer 50..100000 (us)"}, &Config::readback_slice_budget,
-                             50, 100000));
-    v.push_back(number_key({"readback.fd_cache", "integer 0..100000"}, &Config::readback_fd_cache, 0, 100000));
-    v.push_back(bool_key({"readback.repair_drift", "boolean"}, &Config::repair_drift));
+    add_daemon_keys(v);
+    add_cgroup_keys(v);
+    add_nri_cdi_readback_keys(v);
     return v;
   }();
   return kSchema;
