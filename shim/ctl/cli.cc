@@ -496,9 +496,11 @@ std::string zsh_fn(const std::string& name) {
 
 }  // namespace
 
-std::string bash_completion() {
-  // Every flag that takes a value, so the scan for the command and the
-  // subcommand skips values (`--socket /run/x get`).
+namespace {
+
+// Every flag that takes a value, so the scan for the command and the
+// subcommand skips values (`--socket /run/x get`).
+std::set<std::string> bash_value_flags() {
   std::set<std::string> value_flags;
   auto add_values = [&](const std::vector<Flag>& flags) {
     for (const auto& f : flags) {
@@ -512,6 +514,49 @@ std::string bash_completion() {
     add_values(flags_of(c, nullptr));
     for (const auto& s : c.subcommands) add_values(flags_of(c, &s));
   }
+  return value_flags;
+}
+
+// The `case $cmd` arm of one command.
+std::string bash_command_arm(const std::string& name, const Command& c) {
+  std::string out;
+  out += "        " + name + ")\n";
+  // `case $flag` completes a value; otherwise the words: the subcommands
+  // (while none is given), or the flags of the command and subcommand.
+  auto arm = [&](const Subcommand* s, const std::string& indent) {
+    std::string a;
+    std::string cases = bash_value_cases(flags_of(c, s), indent + "    ");
+    if (!cases.empty()) a += indent + "case $flag in\n" + cases + indent + "esac\n";
+    return a;
+  };
+  if (c.subcommands.empty()) {
+    out += arm(nullptr, "            ") + "            words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n";
+    return out;
+  }
+  std::vector<std::string> subs;
+  for (const auto& s : c.subcommands) subs.push_back(s.name);
+  out += "            case $sub in\n";
+  for (const auto& s : c.subcommands) {
+    std::vector<std::string> names = {s.name};
+    names.insert(names.end(), s.aliases.begin(), s.aliases.end());
+    out += "                " + join(names, "|") + ")\n" + arm(&s, "                    ") +
+           "                    words=\"" + join(flag_words(flags_of(c, &s))) + "\" ;;\n";
+  }
+  out += "                '')\n" + arm(nullptr, "                    ") +
+         "                    if [[ $cur != -* ]]; then\n"
+         "                        COMPREPLY=($(compgen -W \"" + join(subs) + "\" -- \"$cur\")); return 0\n"
+         "                    fi\n"
+         "                    words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n"
+         "                *)\n" + arm(nullptr, "                    ") +
+         "                    words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n"
+         "            esac ;;\n";
+  return out;
+}
+
+}  // namespace
+
+std::string bash_completion() {
+  const std::set<std::string> value_flags = bash_value_flags();
   std::vector<std::string> commands;
   for (const auto& [name, c] : registry()) commands.push_back(name);
 
@@ -546,36 +591,7 @@ std::string bash_completion() {
          "            esac\n"
          "            words=\"" + join(commands) + " " + join(flag_words(global_flags())) + "\" ;;\n";
   for (const auto& [name, c] : registry()) {
-    out += "        " + name + ")\n";
-    // `case $flag` completes a value; otherwise the words: the subcommands
-    // (while none is given), or the flags of the command and subcommand.
-    auto arm = [&](const Subcommand* s, const std::string& indent) {
-      std::string a;
-      std::string cases = bash_value_cases(flags_of(c, s), indent + "    ");
-      if (!cases.empty()) a += indent + "case $flag in\n" + cases + indent + "esac\n";
-      return a;
-    };
-    if (c.subcommands.empty()) {
-      out += arm(nullptr, "            ") + "            words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n";
-      continue;
-    }
-    std::vector<std::string> subs;
-    for (const auto& s : c.subcommands) subs.push_back(s.name);
-    out += "            case $sub in\n";
-    for (const auto& s : c.subcommands) {
-      std::vector<std::string> names = {s.name};
-      names.insert(names.end(), s.aliases.begin(), s.aliases.end());
-      out += "                " + join(names, "|") + ")\n" + arm(&s, "                    ") +
-             "                    words=\"" + join(flag_words(flags_of(c, &s))) + "\" ;;\n";
-    }
-    out += "                '')\n" + arm(nullptr, "                    ") +
-           "                    if [[ $cur != -* ]]; then\n"
-           "                        COMPREPLY=($(compgen -W \"" + join(subs) + "\" -- \"$cur\")); return 0\n"
-           "                    fi\n"
-           "                    words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n"
-           "                *)\n" + arm(nullptr, "                    ") +
-           "                    words=\"" + join(flag_words(flags_of(c, nullptr))) + "\" ;;\n"
-           "            esac ;;\n";
+    out += bash_command_arm(name, c);
   }
   out +=
       "        *) return 0 ;;\n"
