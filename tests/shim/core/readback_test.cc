@@ -115,6 +115,22 @@ class ReadBackTest : public ::testing::Test {
     c.source = source;
     ASSERT_TRUE(store_->upsert_container(c));
   }
+  // weight_formula: auto, and a container c1 (250m) whose runtime wrote
+  // cpu.weight with the linear formula (crun 1.8.1, runc 1.1.5: 256 shares
+  // → 10), not read yet.
+  std::shared_ptr<cgroup::WeightFormulaTracker> container_of_a_linear_runtime(Source source) {
+    auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
+    auto o = options();
+    o.formulas = tracker;
+    make(o);
+    rb_->start();
+    add_pod();
+    add_cgroup("c1", a_);
+    tree_.set("kubepods/pod1/c1", "cpu.weight",
+              std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
+    add_container("c1", a_, "running", source);
+    return tracker;
+  }
   void add_pod() {
     Pod p;
     p.uid = "p1";
@@ -537,17 +553,8 @@ TEST_F(ReadBackTest, SliceBudgetFromTheConfigBoundsEachSlice) {
 }
 
 TEST_F(ReadBackTest, CpuRequestUsesTheFormulaInUse) {
-  auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
-  auto o = options();
-  o.formulas = tracker;
-  make(o);
-  rb_->start();
-  add_pod();
-  // A runtime with the linear formula (runc < 1.3.2): 250m → 10.
+  auto tracker = container_of_a_linear_runtime(Source::Nri);
   const uint64_t linear = cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear);
-  add_cgroup("c1", a_);
-  tree_.set("kubepods/pod1/c1", "cpu.weight", std::to_string(linear) + "\n");
-  add_container("c1", a_);
   loop_.advance(0ms);
   // Nothing learned yet: either formula's weight is in step.
   EXPECT_TRUE(store_->container("c1")->drift.empty());
@@ -572,17 +579,7 @@ TEST_F(ReadBackTest, CpuRequestUsesTheFormulaInUse) {
 // carries the request the spec's shares stand for, and the first read of the
 // container (the runtime's own cpu.weight) teaches the formula.
 TEST_F(ReadBackTest, HookRegistrationTeachesTheFormulaAtItsFirstRead) {
-  auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
-  auto o = options();
-  o.formulas = tracker;
-  make(o);
-  rb_->start();
-  add_pod();
-  // crun 1.8.1 / runc 1.1.5: the linear formula, 250m (256 shares) → 10.
-  add_cgroup("c1", a_);
-  tree_.set("kubepods/pod1/c1", "cpu.weight",
-            std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
-  add_container("c1", a_, "running", Source::Hook);
+  auto tracker = container_of_a_linear_runtime(Source::Hook);
   loop_.advance(0ms);
   ASSERT_EQ(tracker->learned(), cgroup::WeightFormula::Linear);
   EXPECT_EQ(store_->container("c1")->actual->resources.cpu_request_milli, 250);
@@ -593,16 +590,7 @@ TEST_F(ReadBackTest, HookRegistrationTeachesTheFormulaAtItsFirstRead) {
 // A weight podshim wrote itself teaches nothing: a hook-registered container
 // resized before its first read is not evidence of the runtime's formula.
 TEST_F(ReadBackTest, HookContainerResizedBeforeItsFirstReadTeachesNothing) {
-  auto tracker = std::make_shared<cgroup::WeightFormulaTracker>(cgroup::WeightFormulaSetting::Auto);
-  auto o = options();
-  o.formulas = tracker;
-  make(o);
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  tree_.set("kubepods/pod1/c1", "cpu.weight",
-            std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
-  add_container("c1", a_, "running", Source::Hook);
+  auto tracker = container_of_a_linear_runtime(Source::Hook);
   ASSERT_TRUE(store_->update_container("c1", [](Container& c) { c.allocated.cpu_request_milli = 500; }));
   loop_.advance(0ms);
   EXPECT_FALSE(tracker->learned().has_value());
