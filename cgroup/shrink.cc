@@ -335,6 +335,8 @@ void decide(const ShrinkPtr& s) {
   if (!cur) return give_up(s, wrap(cur, fmt::format("'{}'", t.id)));
   s->usage = *cur;
   if (s->usage > s->target && s->has_reclaim) {
+    // EAGAIN (not all of it reclaimed) is the usual failure; usage, read
+    // again, decides.
     (void)s->ctx.write("memory.reclaim", std::to_string(s->usage + s->headroom - s->target));
     if (auto c2 = t.dir->read_u64("memory.current")) s->usage = *c2;
   }

@@ -295,6 +295,8 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
     r = sd_event_add_defer(loop, &src, run_defer, w);
   } else {
     uint64_t now = 0;
+    // Fails only before the loop's first iteration with no clock read yet
+    // (-ENODATA), and then sets `now` from the clock itself (sd_event_now(3)).
     (void)sd_event_now(loop, CLOCK_MONOTONIC, &now);
     // Accuracy 1 ms, not 0: sd-event reads 0 as its default slack of 250 ms
     // (sd_event_add_time(3)), which stretched the shrink's 20 ms ticks and
@@ -309,6 +311,7 @@ void schedule_on(sd_event* loop, std::chrono::milliseconds delay, std::function<
     (*f)();
     return;
   }
+  // Fails only for a null source, and sd_event_add_* gave one.
   (void)sd_event_source_set_destroy_callback(src, [](void* userdata) {
     delete static_cast<std::function<void()>*>(userdata);
   });

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
     plog::err("podshim-hook: {}", opts.error().message);
     return kExitUsage;
   }
+  // --help and --version: a failed write to stdout has nowhere left to be
+  // reported, and the exit status is what a caller checks.
   if (opts->help) {
     (void)!::write(STDOUT_FILENO, hook::usage().data(), hook::usage().size());
     return kExitOk;

@@ -385,8 +385,7 @@ Result<core::PodResize> parse_pod_resize(std::string_view body) {
   return r;
 }
 
-Reply Api::handle(std::string_view method_in, std::string_view path, std::string_view body, const Peer& peer) {
-  (void)peer;
+Reply Api::handle(std::string_view method_in, std::string_view path, std::string_view body) {
   // HEAD is GET without the body (the server drops it).
   std::string_view method = method_in == "HEAD" ? std::string_view("GET") : method_in;
   if (path == "/healthz") return method == "GET" ? Reply{200, "text/plain", "ok\n"} : error_reply(405, "use GET");

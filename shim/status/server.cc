@@ -246,7 +246,7 @@ void dispatch(Conn* c) {
   // included) becomes a 500 for this request, logged once, and the daemon
   // goes on serving.
   try {
-    reply = impl->api->handle(r.method, r.path, r.body, c->peer);
+    reply = impl->api->handle(r.method, r.path, r.body);
   } catch (const std::exception& e) {
     log::err("status socket: {} {} failed: {}", r.method, shown(r.path), e.what());
     reply = error_reply(500, "internal error while handling the request; see podshimd's log");
@@ -605,6 +605,8 @@ Impl::~Impl() {
 
 void Impl::wake() {
   uint64_t one = 1;
+  // An eventfd write fails only when the counter would overflow, and then
+  // a wake is pending anyway.
   (void)!write(wake_fd.get(), &one, sizeof(one));
 }
 

@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ServerDeps deps;
       deps.store = store.get();
       Api api(deps);
-      Reply rep = api.handle("POST", "/v1/containers", body, Peer{});
+      Reply rep = api.handle("POST", "/v1/containers", body);
       check_reply(rep);
       if (rep.status == 201) {
         // What was registered can be read back and removed by its id.
@@ -92,8 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (j.is_discarded() || !j.contains("id") || !j["id"].is_string()) __builtin_trap();
         const std::string id = j["id"].get<std::string>();
         if (!store->container(id)) __builtin_trap();
-        check_reply(api.handle("GET", "/v1/containers/" + id, {}, Peer{}));
-        check_reply(api.handle("DELETE", "/v1/containers/" + id, {}, Peer{}));
+        check_reply(api.handle("GET", "/v1/containers/" + id, {}));
+        check_reply(api.handle("DELETE", "/v1/containers/" + id, {}));
         if (store->container(id)) __builtin_trap();
       }
       break;
@@ -115,8 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       deps.store = store.get();
       deps.resize = &rm;
       Api api(deps);
-      check_reply(api.handle("POST", "/v1/containers/ctr-1/resize", body, Peer{}));
-      check_reply(api.handle("POST", "/v1/pods/pod-1/resize", body, Peer{}));
+      check_reply(api.handle("POST", "/v1/containers/ctr-1/resize", body));
+      check_reply(api.handle("POST", "/v1/pods/pod-1/resize", body));
       break;
     }
   }
