@@ -303,12 +303,9 @@ struct ReadBack::Impl {
     auto it = entries.find(c.id);
     if (it == entries.end()) {
       Entry& e = add(c);
-      // A container the runtime reports before it runs (NRI CreateContainer
-      // comes before the runtime makes the cgroup) has nothing to read yet:
-      // its next state (PostCreate, Start), PostStartContainer's touch or
-      // the periodic pass reads it. Hook registrations come from a
-      // createRuntime hook, when the cgroup exists: read at once.
-      if (c.source == Source::Nri && c.state != "running") return;
+      // Not started (not_started()): its change to running or
+      // PostStartContainer's touch reads it.
+      if (not_started(c)) return;
       // The hook registers what the spec's linux.resources held; the
       // kubelet's shares for that request (MilliCPUToShares, which
       // shares_to_milli_cpu inverts exactly) are what the runtime turned
@@ -472,6 +469,7 @@ struct ReadBack::Impl {
       x.pod_uid = k.pod_uid;
       x.cgroup_path = k.cgroup_path;
       x.state = k.state;
+      x.source = k.source;
       x.allocated = k.allocated;
       x.actuated = k.actuated;
       x.actual = k.actual;
@@ -479,6 +477,19 @@ struct ReadBack::Impl {
       c = std::move(x);
     });
     return c;
+  }
+
+  // An NRI container that has not started yet. NRI's CreateContainer comes
+  // before the runtime makes the cgroup; containerd's CRI StartContainer
+  // creates the task (`runc create`: mkdir of the cgroup, then its limits)
+  // and only then sends StartContainer and, once running,
+  // PostStartContainer (containerd internal/cri/server/container_start.go).
+  // Between the mkdir and the write a read sees the kernel's defaults, a
+  // false drift: containerd 1.7.27 + runc 1.1.5 showed one under TCG.
+  // Hook registrations come from a createRuntime hook, after the runtime
+  // wrote the cgroup, so they are read at once.
+  static bool not_started(const Container& c) {
+    return c.source == Source::Nri && c.state != "running" && c.state != "paused";
   }
 
   // A read that failed: a cgroup not there (not created yet, as
@@ -499,11 +510,10 @@ struct ReadBack::Impl {
   }
 
   // What the kernel holds, as the resources podshim reports.
-  ActualResources actual_of(const Container& c, const Kernel& k) const {
+  ActualResources actual_of(const Container& c, const Kernel& k, cgroup::WeightFormula f) const {
     ActualResources act;
     if (k.weight)
-      act.resources.cpu_request_milli =
-          cgroup::held_cpu_request(*k.weight, c.kernel_target().cpu_request_milli, formula());
+      act.resources.cpu_request_milli = cgroup::held_cpu_request(*k.weight, c.kernel_target().cpu_request_milli, f);
     if (k.cpu_max && k.cpu_max->quota_us)
       act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k.cpu_max->quota_us, k.cpu_max->period_us);
     if (k.memory_max && *k.memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k.memory_max);
@@ -556,6 +566,12 @@ struct ReadBack::Impl {
       if (!c->drift.empty()) store_update(id, [&](Container& ct) { ct.drift.clear(); });
       return;
     }
+    // Not started: its cgroup may exist with the kernel's defaults
+    // (cpu.weight 100, max, max) while the runtime is still making it, so
+    // neither an actual value nor drift can be read from it yet. A touch()
+    // (`force`) reads anyway: it comes when the runtime says it has
+    // written (PostStartContainer, whatever state that event carries).
+    if (!force && not_started(*c)) return;
     ++stats.reads;
     auto raw = sample(e, c->cgroup_path);
     Result<Kernel> k = raw ? parse(std::move(*raw)) : Result<Kernel>(Unexpected(raw.error()));
@@ -564,10 +580,11 @@ struct ReadBack::Impl {
     if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->memory_current);
     learn(id, shares ? shares : e.runtime_shares, *k);
     e.runtime_shares = 0;
-    const ActualResources act = actual_of(*c, *k);
+    const cgroup::WeightFormula f = formula();
+    const ActualResources act = actual_of(*c, *k, f);
     // An allocation the runtime may still be writing is not judged yet.
     std::vector<Drift> now_drift =
-        now() - e.allocated_at >= opts.settle ? judge(c->kernel_target(), *k, formula(), formula_settled()) : e.drift;
+        now() - e.allocated_at >= opts.settle ? judge(c->kernel_target(), *k, f, formula_settled()) : e.drift;
     report(id, e, now_drift);
     store_reading(id, e, *c, act, force);
     repair(id, e, *c);

@@ -225,6 +225,31 @@ TEST_F(ReadBackTest, ANewNriContainerIsReadWhenItRunsNotBefore) {
   EXPECT_EQ(rb_->stats().reads, 1u);
 }
 
+// `runc create` makes the cgroup before it writes its limits; a periodic
+// pass between the two must see neither actual values nor drift in the
+// kernel's defaults (containerd 1.7.27 + runc 1.1.5 reported such a drift).
+TEST_F(ReadBackTest, ACgroupStillBeingMadeIsNotReadBeforeTheContainerRuns) {
+  make(options());
+  rb_->start();
+  add_pod();
+  add_container("new", a_, "created");
+  tree_.add("kubepods/pod1/new", "max", "max 100000", "100");  // mkdir'd, not written yet
+  loop_.advance(5000ms);
+  loop_.advance(5000ms);
+  auto c = store_->container("new");
+  EXPECT_TRUE(c->drift.empty()) << "drift judged on a cgroup the runtime is still making";
+  EXPECT_FALSE(c->actual) << "actual values read from the kernel's defaults";
+  EXPECT_EQ(count_lines("Drift"), 0);
+  // The runtime writes the limits and starts it: read, and right.
+  add_cgroup("new", a_);
+  add_container("new", a_, "running");
+  loop_.advance(0ms);
+  c = store_->container("new");
+  ASSERT_TRUE(c->actual);
+  EXPECT_EQ(c->actual->resources.memory_limit_bytes, 256 * Mi);
+  EXPECT_TRUE(c->drift.empty());
+}
+
 TEST_F(ReadBackTest, TouchReadsAtOnce) {
   auto o = options();
   o.schedule = nullptr;  // nothing runs by itself: only touch() can read
