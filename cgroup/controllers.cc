@@ -30,7 +30,6 @@ Props cpu_weight_properties(std::string_view v) {
   return std::vector<UnitProperty>{{"CPUWeight", *w}};
 }
 Result<void> read_cpu_weight(std::string_view raw, Actual& a, WeightFormula f) {
-  a.cpu_weight_raw = std::string(raw);
   a.formula = f;
   auto w = str::parse_u64(raw);
   if (!w) return wrap(w, "cpu.weight");

@@ -721,6 +721,8 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions opts) {
                 opts.shrink_pressure_threshold);
   if (opts.shrink_growth_window.count() < 0)
     return fail(EINVAL, "shrink growth window {} ms must not be negative", opts.shrink_growth_window.count());
+  // A node fact read once: only CPU hotplug changes it, by one CPU's pages.
+  if (!opts.memory_stat_lag_bytes) opts.memory_stat_lag_bytes = memory_stat_lag_bytes();
   impl->opts = std::move(opts);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

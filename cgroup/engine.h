@@ -96,6 +96,10 @@ struct EngineOptions {
   // shown a flat trend and has ample room under the new limit skips the
   // watch under the memory.high clamp (shrink.cc, history_clears()).
   std::shared_ptr<const UsageHistory> usage_history;
+  // How far memory.stat may lag the kernel's charges, bytes (shrink.cc
+  // discounts that much of what it lists as reclaimable). Unset: 64 pages
+  // per CPU online when the engine is created (memory_stat_lag_bytes()).
+  std::optional<uint64_t> memory_stat_lag_bytes;
   std::shared_ptr<UnitManager> unit_manager;  // null → sd-bus system bus when needed
   // How long the sd-bus driver waits for systemd's SetUnitProperties reply
   // (sd-bus's own default is 25 s); then the write fails with ErrorKind::Timeout.
@@ -149,8 +153,8 @@ struct Actual {
   std::optional<int64_t> cpu_request_milli, cpu_limit_milli, memory_limit_bytes;
   uint64_t memory_current = 0, anon = 0, file = 0, shmem = 0;
   uint64_t oom = 0, oom_kill = 0, events_max = 0, events_high = 0;
-  std::string cpu_weight_raw, cpu_max_raw, memory_max_raw;
-  std::optional<uint64_t> cpu_weight;  // cpu_weight_raw, parsed
+  std::string cpu_max_raw, memory_max_raw;  // as the kernel wrote them (the NRI adapter's messages)
+  std::optional<uint64_t> cpu_weight;
   // The shares→weight formula cpu_request_milli was converted with.
   WeightFormula formula = WeightFormula::Quadratic;
 };

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
@@ -125,12 +124,8 @@ Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->
 // adds is discounted by this bound where it would admit a shrink.
 constexpr uint64_t kMemcgChargeBatch = 64;  // include/linux/memcontrol.h
 
-// Test seam (set_memory_stat_lag_for_tests): UINT64_MAX when unset.
-std::atomic<uint64_t> g_lag_override{UINT64_MAX};
-
-uint64_t stat_lag() {
-  uint64_t o = g_lag_override.load(std::memory_order_relaxed);
-  return o != UINT64_MAX ? o : memory_stat_lag_bytes();
+uint64_t stat_lag(const Shrink& s) {
+  return s.ctx.opts->memory_stat_lag_bytes ? *s.ctx.opts->memory_stat_lag_bytes : memory_stat_lag_bytes();
 }
 
 // memory.stat's anon, file, shmem and slab_reclaimable into `s`, as the
@@ -431,26 +426,9 @@ Unexpected refuse(const Shrink& s, ShrinkWhy why) {
 }  // namespace
 
 uint64_t memory_stat_lag_bytes() {
-  // sysconf(_SC_NPROCESSORS_ONLN) opens and reads /sys/devices/system/cpu/online:
-  // three syscalls on every shrink for a number that changes only on CPU
-  // hotplug. Kept for a second; a CPU brought online within it moves the
-  // bound by one CPU's 64 pages.
-  static std::atomic<uint64_t> cached{0};
-  static std::atomic<int64_t> cached_at{0};
-  const int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
-  uint64_t v = cached.load(std::memory_order_relaxed);
-  if (v != 0 && cached_at.load(std::memory_order_relaxed) == t) return v;
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   long page = ::sysconf(_SC_PAGESIZE);
-  v = kMemcgChargeBatch * static_cast<uint64_t>(cpus > 0 ? cpus : 1) * static_cast<uint64_t>(page > 0 ? page : 4096);
-  cached.store(v, std::memory_order_relaxed);
-  cached_at.store(t, std::memory_order_relaxed);
-  return v;
-}
-
-void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes) {
-  g_lag_override.store(bytes ? *bytes : UINT64_MAX, std::memory_order_relaxed);
+  return kMemcgChargeBatch * static_cast<uint64_t>(cpus > 0 ? cpus : 1) * static_cast<uint64_t>(page > 0 ? page : 4096);
 }
 
 namespace {
@@ -524,7 +502,7 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   auto usage = t.dir->read_u64("memory.current");
   if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
   s->usage0 = s->usage = *usage;
-  s->lag = stat_lag();
+  s->lag = stat_lag(*s);
   // The breakdown, and the trend's first sample: memory.stat's anon + shmem.
   if (auto st = sample(*s); !st) return s->cb(wrap(st, fmt::format("'{}'", t.id)));
   // Pre-check: refuse when what reclaim cannot take (unreclaimable_floor:

@@ -104,11 +104,9 @@ using ShrinkDone = std::function<void(Result<void>)>;
 
 // How far memory.stat may lag the kernel's charges on this node, bytes:
 // MEMCG_CHARGE_BATCH (64) pages per online CPU (mm/memcontrol.c flushes
-// memory.stat lazily; see shrink.cc).
+// memory.stat lazily; see shrink.cc). Read once, by Engine::create, into
+// EngineOptions::memory_stat_lag_bytes.
 uint64_t memory_stat_lag_bytes();
-// Test seam: the lag every shrink assumes from now on, instead of
-// memory_stat_lag_bytes() (nullopt: back to it). Process-wide.
-void set_memory_stat_lag_for_tests(std::optional<uint64_t> bytes);
 
 // Lowers `cg`'s memory.max to `new_max` as above; `done` runs once, from
 // `ctx.sched` or before this returns.

@@ -40,10 +40,6 @@ constexpr int64_t kMi = 1 << 20;
 
 class EngineTest : public ::testing::Test {
  protected:
-  // Exact figures: memory.stat taken as fresh unless a test says how far it
-  // may lag (the default depends on the machine's CPU count).
-  void SetUp() override { set_memory_stat_lag_for_tests(0); }
-  void TearDown() override { set_memory_stat_lag_for_tests(std::nullopt); }
   // Plain files keep a stale tail after a shorter write (kernel attributes do
   // not), so the fake truncates each file before podshim writes it.
   EngineOptions options() {
@@ -54,6 +50,9 @@ class EngineTest : public ::testing::Test {
     o.settle = std::chrono::milliseconds(4);
     o.shrink_tick = std::chrono::milliseconds(1);
     o.shrink_headroom_bytes = 0;  // exact figures; the default is tested on its own
+    // memory.stat taken as fresh unless a test says how far it may lag (the
+    // default depends on the machine's CPU count).
+    o.memory_stat_lag_bytes = 0;
     o.before_write = [this](const std::string& id, const std::string& file,
                             const std::string& value) -> Result<void> {
       std::lock_guard<std::mutex> l(mu);
@@ -81,6 +80,11 @@ class EngineTest : public ::testing::Test {
     return d ? *d : ShrinkRefusal{};
   }
 
+  EngineOptions lagging(uint64_t bytes) {
+    auto o = options();
+    o.memory_stat_lag_bytes = bytes;
+    return o;
+  }
   std::unique_ptr<Engine> engine(EngineOptions o) {
     auto e = Engine::create(std::move(o));
     EXPECT_TRUE(e) << e.error().message;
@@ -999,8 +1003,7 @@ TEST_F(EngineTest, StaleStatFileCannotAdmitAShrinkBelowWhatTheCgroupKeeps) {
   // On a node whose stat may lag 4 MiB (16 CPUs), a shrink to 51 MiB is
   // below what stays and must be refused by the pre-check, saying why.
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 0, 50 * kMi);
-  set_memory_stat_lag_for_tests(4 * kMi);
-  auto e = engine(options());
+  auto e = engine(lagging(4 * kMi));
   PodResizeRequest req;
   req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 51 * kMi}));
   auto r = e->resize(req);
@@ -1021,7 +1024,7 @@ TEST_F(EngineTest, StaleStatFileCannotAdmitAShrinkBelowWhatTheCgroupKeeps) {
 
   // Taking the stat as fresh, the same shrink would pass the pre-check,
   // clamp memory.high below what the cgroup keeps and end on timeout.
-  set_memory_stat_lag_for_tests(0);
+  e = engine(lagging(0));
   writes.clear();
   r = e->resize(req);
   ASSERT_FALSE(r);
@@ -1031,7 +1034,7 @@ TEST_F(EngineTest, StaleStatFileCannotAdmitAShrinkBelowWhatTheCgroupKeeps) {
   EXPECT_NE(std::find(writes.begin(), writes.end(), "c1:memory.high=" + std::to_string(51 * kMi)), writes.end());
 
   // The lag only costs its own size: a target past floor + lag goes ahead.
-  set_memory_stat_lag_for_tests(4 * kMi);
+  e = engine(lagging(4 * kMi));
   hook = [&](const std::string&, const std::string& file, const std::string&) {
     if (file == "memory.reclaim") tree.set("kubepods/c1", "memory.current", std::to_string(52 * kMi));
   };
@@ -1045,8 +1048,7 @@ TEST_F(EngineTest, AStatThatListsMoreThanUsageIsBoundedByMemoryCurrent) {
   // memory.stat, stale, lists more page cache than memory.current charges
   // and no anon: reclaimable is at most usage, so the floor is the lag.
   tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 10 * kMi, 0, 30 * kMi);
-  set_memory_stat_lag_for_tests(4 * kMi);
-  auto e = engine(options());
+  auto e = engine(lagging(4 * kMi));
   PodResizeRequest req;
   req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 3 * kMi}));
   auto r = e->resize(req);

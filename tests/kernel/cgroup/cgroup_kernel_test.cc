@@ -253,7 +253,7 @@ TEST_F(CgroupKernel, AppliedValuesReadBackEqual) {
       auto a = (*e)->read_actual("/" + c1);
       ASSERT_TRUE(a) << a.error().message;
       AttrValues v = attr_values(want, f);
-      EXPECT_EQ(a->cpu_weight_raw, *v.cpu_weight);
+      EXPECT_EQ(a->cpu_weight, std::stoull(*v.cpu_weight));
       EXPECT_EQ(a->cpu_max_raw, v.cpu_max);
       EXPECT_EQ(milli_cpu_to_weight(*a->cpu_request_milli, f), std::stoull(*v.cpu_weight));
       if (want.cpu_limit_milli) {
