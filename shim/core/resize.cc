@@ -204,7 +204,6 @@ struct ResizeManager::Flight {
   };
   std::optional<PodFacts> pod;
   std::optional<K8sResources> pod_resources;  // new pod-level resources, when the intent sets them
-  K8sResources pod_target;                    // what the pod cgroup is given
   K8sResources pod_before;
   std::string pod_cgroup_path;
   bool pod_planned = false;
@@ -212,7 +211,7 @@ struct ResizeManager::Flight {
   std::set<std::string> ids;  // of items, to refuse one named twice
   bool pod_resources_given = false;  // the intent sets pod-level resources
   K8sResources pod_level;  // the pod-level resources after the request
-  K8sResources new_total;  // the pod cgroup's target
+  K8sResources new_total;  // the pod cgroup's target (given it when pod_planned)
   ResizeResult result;
   bool any_restart = false, any_change = false;
   // An item asked for what an actuation still running will leave: the
@@ -297,7 +296,7 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   if (f.pod_planned || (f.items.empty() && f.pod_resources)) {
     log::at(level, {}, "resize {}: pod {} ({}): {} -> {}, reclaimed {} bytes, {} ms{}{}", outcome,
             f.pod_uid.empty() ? "-" : f.pod_uid, to_string(f.source), fmt_res(f.pod_before),
-            fmt_res(f.pod_planned ? f.pod_target : f.pod_resources.value_or(K8sResources{})), reclaimed, ms,
+            fmt_res(f.pod_planned ? f.new_total : f.pod_resources.value_or(K8sResources{})), reclaimed, ms,
             reason.empty() ? "" : ": ", reason);
   }
 }
@@ -454,7 +453,14 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::admit(Flight& f) {
   const PodView v = pod_view(f);
   auto shape = check_shape(f, v);
   if (!shape || *shape) return shape;
-  return check_capacity(f, v);
+  // The pod cgroup as the kubelet derives it: the pod-level values where
+  // set, the containers' aggregate otherwise (admission.h
+  // pod_cgroup_target), so a container resize never rewrites pod-level
+  // limits. Without pod-level values, what it held before is derived too.
+  f.new_total = pod_cgroup_target(f.pod_level, v.after);
+  const K8sResources old_total = pod_cgroup_target(f.pod ? f.pod->resources : K8sResources{}, v.before);
+  if (!f.pod_resources_given) f.pod_before = old_total;
+  return check_capacity(f, old_total);
 }
 
 Result<std::optional<ResizeManager::Pending>> ResizeManager::check_shape(const Flight& f, const PodView& v) const {
@@ -484,17 +490,13 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::check_shape(const F
   return std::optional<Pending>{};
 }
 
-Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(Flight& f, const PodView& v) {
-  // The pod cgroup as the kubelet derives it: the pod-level values where
-  // set, the containers' aggregate otherwise (admission.h
-  // pod_cgroup_target), so a container resize never rewrites pod-level
-  // limits.
-  f.new_total = pod_cgroup_target(f.pod_level, v.after);
-  const K8sResources old_total = pod_cgroup_target(f.pod ? f.pod->resources : K8sResources{}, v.before);
+// Whether the pod cgroup's new target (f.new_total, from `old_total`) fits
+// the kernel's limits and the node.
+Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(const Flight& f,
+                                                                            const K8sResources& old_total) const {
   if (f.pod)
     if (auto k = cgroup::check_kernel_limits(f.new_total); !k)
       return Unexpected(std::move(k).error().wrap(fmt::format("pod '{}' cgroup", f.pod_uid)));
-  if (!f.pod_resources_given) f.pod_before = old_total;
   const int64_t cpu_need = eff_cpu_req(f.new_total), mem_need = eff_mem_req(f.new_total);
   if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
     const bool mem = mem_need > allocatable_.memory_bytes;
@@ -544,7 +546,6 @@ Result<Actuation> ResizeManager::allocate(Flight& f) {
   if (pod_changes) {
     act.plan.pod = cgroup::ResizeTarget{f.pod_uid, f.pod_cgroup_path, f.new_total};
     if (f.pod_resources_given) f.pod_resources = f.pod_level;
-    f.pod_target = f.new_total;
     f.pod_planned = true;
     if (f.origin.admits || cpu_differs(f.pod_before, f.new_total) || mem_differs(f.pod_before, f.new_total))
       f.any_change = true;
@@ -648,7 +649,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   } else {
     // The containers not actuated are stored as admitted.
     for (auto& it : f->items)
-      if (!it.actuated) store_item(*f, it);
+      if (!it.actuated) store_item(it);
   }
   if (!rep) return finish_failed(*f, rep.error());
   finish_applied(*f, *rep);
@@ -657,7 +658,7 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
 // The state in hand is moved into the store, not copied (a container is a
 // few hundred bytes of strings and maps, once per UpdateContainer): after
 // this only record() reads an item's container, and only its id.
-void ResizeManager::store_item(Flight&, Item& it) {
+void ResizeManager::store_item(Item& it) {
   std::string id = it.c.id;
   if (auto r = store_.upsert_container(std::move(it.c)); !r) log::warn("storing container {}: {}", id, r.error().message);
   it.c.id = std::move(id);
@@ -669,7 +670,7 @@ void ResizeManager::store_item(Flight&, Item& it) {
 void ResizeManager::change_item(Flight& f, Item& it, const std::function<void(Container&)>& fn) {
   if (f.inline_phase) {
     fn(it.c);
-    return store_item(f, it);
+    return store_item(it);
   }
   // ENOENT: the container was removed while it resized; nothing to record.
   if (auto r = store_.update_container(it.c.id, fn); !r && r.error().code != ENOENT)

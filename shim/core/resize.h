@@ -176,7 +176,7 @@ class ResizeManager {
   Result<std::optional<Pending>> admit(Flight& f);
   PodView pod_view(const Flight& f) const;
   Result<std::optional<Pending>> check_shape(const Flight& f, const PodView& v) const;
-  Result<std::optional<Pending>> check_capacity(Flight& f, const PodView& v);
+  Result<std::optional<Pending>> check_capacity(const Flight& f, const K8sResources& old_total) const;
   Result<Actuation> allocate(Flight& f);
   Result<std::optional<cgroup::ResizeTarget>> allocate_container(Flight& f, Item& it);
   void launch(const std::shared_ptr<Flight>& f, Actuation act);
@@ -189,7 +189,7 @@ class ResizeManager {
   void reject(Flight& f, Error e);
   void conclude(Flight& f, ResizeOutcome o, std::string msg);
   void set_pending(Flight& f, const Pending& p);
-  void store_item(Flight& f, Item& it);
+  void store_item(Item& it);
   void change_item(Flight& f, Item& it, const std::function<void(Container&)>& fn);
   std::optional<cgroup::Actual> read_after(const cgroup::ResizeReport& rep, const std::string& key,
                                            const std::string& cgroup_path);
