@@ -1,7 +1,8 @@
 // The status API's request handling, independent of the HTTP transport so it
-// can be tested directly: (method, path, body, peer) → reply.
+// can be tested directly: (method, path, body) → reply.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@ struct Reply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // Instead of `body` when set: a body kept and shared between replies
+  // (the cached container list), sent without a copy.
+  std::shared_ptr<const std::string> shared_body = nullptr;
+  std::string_view text() const { return shared_body ? std::string_view(*shared_body) : std::string_view(body); }
 };
 
 // {"error": message} with the given status.
@@ -78,7 +83,7 @@ class Api {
   // built at: every change to the store emits an event (Store::emit), so
   // while last_seq() is unchanged the list is byte-for-byte what a rebuild
   // would give. Loop thread only.
-  std::string list_body_;
+  std::shared_ptr<const std::string> list_body_;
   uint64_t list_seq_ = 0;
   bool list_valid_ = false;
 };

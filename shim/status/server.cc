@@ -26,6 +26,7 @@
 
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <systemd/sd-event.h>
@@ -121,6 +122,9 @@ struct Conn {
   std::string in;
   std::string out;
   size_t out_off = 0;
+  // Sent after `out`: a reply's shared body (Reply::shared_body).
+  std::shared_ptr<const std::string> tail;
+  size_t tail_off = 0;
   HttpRequestReader reader;
   HttpRequest& req = reader.request();  // the request being read or answered
   // watch: `pending` (lines not yet moved to `out`), `out_counted` (the
@@ -156,7 +160,7 @@ void set_deadline(Conn* c, std::optional<std::chrono::milliseconds> d) {
 
 void update_events(Conn* c) {
   uint32_t ev = 0;
-  if (c->out_off < c->out.size()) ev |= EPOLLOUT;
+  if (c->out_off < c->out.size() || c->tail) ev |= EPOLLOUT;
   // Reading stops while a reply is pending (pipelined requests wait in the
   // socket); a watch stream reads only to notice the peer hanging up.
   if (c->phase == Phase::Head || c->phase == Phase::Body || c->phase == Phase::Watch) ev |= EPOLLIN | EPOLLRDHUP;
@@ -179,23 +183,34 @@ void respond(Conn* c, Reply&& r, bool close) {
   auto* impl = c->impl;
   bool head = c->req.method == "HEAD";
   close = close || !c->req.keep_alive;
+  const std::string_view body = r.text();
   std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", r.status,
-                              reason_phrase(r.status), r.content_type, r.body.size());
+                              reason_phrase(r.status), r.content_type, body.size());
   if (r.status == 405) {
     h += fmt::format("Allow: {}\r\n", allowed_methods(c->req.path.empty() ? std::string_view("/") : c->req.path));
   }
   if (close) h += "Connection: close\r\n";
   h += "\r\n";
-  if (!head && c->out_off == c->out.size() && r.body.size() > 4096) {
-    // A large body (the container list) becomes the output buffer itself,
-    // the head moved in front of it: no second buffer of its size to fault
-    // in and copy into on every connection.
+  if (c->tail) {  // an earlier reply's shared body still unsent: it goes first
+    c->out.append(*c->tail, c->tail_off);
+    c->tail.reset();
+    c->tail_off = 0;
+  }
+  if (!head && r.shared_body) {
+    // A shared body (the cached container list) is sent from where it is
+    // kept, after the head: no copy of its size per request.
+    c->out += h;
+    c->tail = std::move(r.shared_body);
+    c->tail_off = 0;
+  } else if (!head && c->out_off == c->out.size() && r.body.size() > 4096) {
+    // A large body becomes the output buffer itself, the head moved in
+    // front of it: no second buffer of its size to fault in and copy into.
     r.body.insert(0, h);
     c->out = std::move(r.body);
     c->out_off = 0;
   } else {
     c->out += h;
-    if (!head) c->out += r.body;
+    if (!head) c->out += body;
   }
   count_metric(impl, c->req, r.status);
   c->phase = close ? Phase::Closing : Phase::Reply;
@@ -323,22 +338,46 @@ void reset_request(Conn* c) {
   set_deadline(c, c->impl->opts.timeout);
 }
 
+// Sends what the socket takes of `out` and then `tail`, in one sendmsg
+// each time; false when the connection failed.
+bool send_some(Conn* c) {
+  for (;;) {
+    iovec iov[2];
+    size_t n_iov = 0;
+    if (c->out_off < c->out.size()) iov[n_iov++] = {c->out.data() + c->out_off, c->out.size() - c->out_off};
+    if (c->tail && c->tail_off < c->tail->size())
+      iov[n_iov++] = {const_cast<char*>(c->tail->data()) + c->tail_off, c->tail->size() - c->tail_off};
+    if (n_iov == 0) return true;
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = n_iov;
+    ssize_t n = sendmsg(c->fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN;
+    }
+    auto sent = static_cast<size_t>(n);
+    const size_t from_out = std::min(sent, c->out.size() - c->out_off);
+    c->out_off += from_out;
+    c->tail_off += sent - from_out;
+  }
+}
+
+bool all_sent(const Conn* c) {
+  return c->out_off == c->out.size() && (!c->tail || c->tail_off == c->tail->size());
+}
+
 void flush(Conn* c) {
   for (;;) {
-    while (c->out_off < c->out.size()) {
-      ssize_t n = send(c->fd.get(), c->out.data() + c->out_off, c->out.size() - c->out_off,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN) break;
-        c->dead = true;
-        return;
-      }
-      c->out_off += static_cast<size_t>(n);
+    if (!send_some(c)) {
+      c->dead = true;
+      return;
     }
-    if (c->out_off < c->out.size()) break;
+    if (!all_sent(c)) break;
     c->out.clear();
     c->out_off = 0;
+    c->tail.reset();
+    c->tail_off = 0;
     if (c->phase == Phase::Closing) {
       c->dead = true;
       return;

@@ -38,7 +38,7 @@ class FakeActuator : public core::Actuator {
 void check_reply(const Reply& r) {
   if (r.status >= 500) __builtin_trap();
   if (r.status >= 400) {
-    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    auto j = nlohmann::json::parse(r.text(), nullptr, false);
     if (j.is_discarded() || !j.contains("error") || !j["error"].is_string() ||
         j["error"].get<std::string>().empty()) {
       __builtin_trap();

@@ -863,6 +863,37 @@ TEST_F(ServerTest, RepeatedListFollowsEveryChange) {
   EXPECT_EQ(req("GET", "/v1/containers").body.find("\"id\":\"a2\""), std::string::npos);
 }
 
+// The cached list is one body shared by every reply that sends it (no copy
+// per request): pipelined behind each other and behind a HEAD on one
+// connection, larger than the socket buffer, each reply is whole and in
+// order, and a HEAD sends only its head.
+TEST_F(ServerTest, TheSharedListBodyGoesOutWholeAndInOrder) {
+  start(opts());
+  for (int i = 0; i < 20; ++i) register_c("c" + std::to_string(i));
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(store->update_container("c" + std::to_string(i), [](core::Container& c) {
+      c.annotations.set("pad", std::string(16 << 10, 'x'));
+    }));
+  const std::string list = req("GET", "/v1/containers").body;  // now cached
+  ASSERT_GT(list.size(), 20u * (16 << 10));
+  const std::string get = "GET /v1/containers HTTP/1.1\r\nHost: p\r\n\r\n";
+  std::string r = raw(get + "HEAD /v1/containers HTTP/1.1\r\nHost: p\r\n\r\n" + get +
+                      "GET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n");
+  const std::string len = "Content-Length: " + std::to_string(list.size()) + "\r\n";
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {  // GET, HEAD, GET
+    ASSERT_EQ(r.compare(at, 15, "HTTP/1.1 200 OK"), 0) << "reply " << i << " at " << at;
+    const size_t body = r.find("\r\n\r\n", at) + 4;
+    EXPECT_NE(r.substr(at, body - at).find(len), std::string::npos) << r.substr(at, body - at);
+    at = body;
+    if (i == 1) continue;  // HEAD: no body
+    EXPECT_EQ(r.compare(at, list.size(), list), 0) << "reply " << i << " is not the whole list";
+    at += list.size();
+  }
+  EXPECT_EQ(r.compare(at, 15, "HTTP/1.1 200 OK"), 0) << r.substr(at, 200);
+  EXPECT_EQ(r.substr(r.size() - 3), "ok\n");
+}
+
 TEST(CanonicalPath, OneFormOrAnErrorNamingTheTarget) {
   EXPECT_EQ(*canonical_path("/healthz"), "/healthz");
   EXPECT_EQ(*canonical_path("/"), "/");
