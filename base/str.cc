@@ -64,32 +64,32 @@ bool valid_utf8(std::string_view s) {
       ++p;
       continue;
     }
-    int n;
-    uint32_t cp;
-    if ((*p & 0xe0) == 0xc0) {
-      n = 1;
-      cp = *p & 0x1f;
-    } else if ((*p & 0xf0) == 0xe0) {
-      n = 2;
-      cp = *p & 0x0f;
-    } else if ((*p & 0xf8) == 0xf0) {
-      n = 3;
-      cp = *p & 0x07;
-    } else {
-      return false;
-    }
-    if (end - p <= n) return false;
-    for (int i = 1; i <= n; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    p += n + 1;
+    const size_t i = static_cast<size_t>(p - reinterpret_cast<const unsigned char*>(s.data()));
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    p += n;
   }
   return true;
+}
+
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n;                           // continuation bytes
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (table 3-7)
+  if (c >= 0xC2 && c <= 0xDF) n = 1;
+  else if (c == 0xE0) n = 2, lo = 0xA0;  // no overlong forms
+  else if (c == 0xED) n = 2, hi = 0x9F;  // no surrogates
+  else if (c >= 0xE1 && c <= 0xEF) n = 2;
+  else if (c == 0xF0) n = 3, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 3;
+  else if (c == 0xF4) n = 3, hi = 0x8F;  // nothing past U+10FFFF
+  else return 0;
+  if (s.size() - i <= n) return 0;
+  if (b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k <= n; k++)
+    if ((b(k) & 0xC0) != 0x80) return 0;
+  return n + 1;
 }
 
 }  // namespace podshim::str

@@ -52,6 +52,10 @@ inline size_t find_not_in(std::string_view s, const ByteSet& set) {
 // forms, no surrogates, nothing past U+10FFFF). The one check of text that
 // enters podshim from outside (NRI strings, HTTP paths).
 bool valid_utf8(std::string_view s);
+// The length of the well-formed UTF-8 sequence at s[i] (a byte >= 0x80), or
+// 0 when none starts there: the step of valid_utf8, for writers that escape
+// as they go (cdi::JsonWriter).
+size_t utf8_sequence(std::string_view s, size_t i);
 
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);

@@ -4,6 +4,8 @@
 #include <array>
 #include <charconv>
 
+#include "base/str.h"
+
 namespace podshim::cdi {
 
 JsonWriter::JsonWriter(int indent, size_t size_hint) : step_(indent) { out_.resize(size_hint); }
@@ -73,28 +75,6 @@ constexpr std::array<uint8_t, 256> kByteClass = [] {
   return t;
 }();
 
-// The length of the well-formed UTF-8 sequence at s[i] (a byte >= 0x80),
-// or 0 when it is not one.
-size_t utf8_sequence(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  unsigned char c = b(0);
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (c >= 0xC2 && c <= 0xDF) n = 1;
-  else if (c == 0xE0) n = 2, lo = 0xA0;
-  else if (c == 0xED) n = 2, hi = 0x9F;  // no surrogates
-  else if (c >= 0xE1 && c <= 0xEF) n = 2;
-  else if (c == 0xF0) n = 3, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) n = 3;
-  else if (c == 0xF4) n = 3, hi = 0x8F;
-  else return 0;
-  if (s.size() - i <= n) return 0;
-  if (b(1) < lo || b(1) > hi) return 0;
-  for (size_t k = 2; k <= n; k++)
-    if ((b(k) & 0xC0) != 0x80) return 0;
-  return n + 1;
-}
-
 // Whether any of the 8 bytes in `w` needs string()'s byte-wise path: below
 // 0x20, '"', '\\' or 0x80 and above. (x - 0x01..) & ~x & 0x80.. is non-zero
 // exactly when some byte of x is below 1 (for a bound up to 0x80): a borrow
@@ -107,19 +87,6 @@ inline bool needs_care(uint64_t w) {
 }
 
 }  // namespace
-
-bool is_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      i++;
-      continue;
-    }
-    size_t n = utf8_sequence(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
 
 void JsonWriter::string(std::string_view s) {
   // At most 6 bytes out per byte in (\u00xx), plus the quotes.
@@ -146,7 +113,7 @@ void JsonWriter::string(std::string_view s) {
         i++;
         continue;
       case kMulti: {
-        size_t n = utf8_sequence(s, i);
+        size_t n = str::utf8_sequence(s, i);
         if (n == 0) {
           if (bad_utf8_.empty()) bad_utf8_ = std::string(s);
           n = 1;  // copied as is; the output is refused anyway

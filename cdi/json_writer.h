@@ -88,8 +88,4 @@ class JsonWriter {
   std::function<bool(const nlohmann::json&, JsonWriter&)> override_;
 };
 
-// Whether `s` is well-formed UTF-8 (Unicode 15, table 3-7: no overlong forms,
-// no surrogates, nothing above U+10FFFF), what nlohmann's serializer accepts.
-bool is_utf8(std::string_view s);
-
 }  // namespace podshim::cdi
