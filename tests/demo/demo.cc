@@ -34,12 +34,15 @@
 #include "cgroup/convert.h"
 #include "shim/nri/simulator.h"
 #include "shim/status/client.h"
+#include "tests/kernel/kernel_env.h"
 
 namespace {
 
 using namespace podshim;
 namespace api = podshim::nri::api;
 using json = nlohmann::json;
+using kernel_test::slurp;
+using kernel_test::put;
 
 constexpr int64_t kMi = 1 << 20;
 const std::string kCg = "/sys/fs/cgroup";
@@ -65,33 +68,11 @@ void check(bool ok, const std::string& claim) {
   if (!ok) ++g_failures;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::string(str::trim(ss.str()));
-}
-bool write(const std::string& path, const std::string& v) {
-  std::ofstream out(path);
-  out << v;
-  out.flush();
-  return static_cast<bool>(out);
-}
 uint64_t stat_field(const std::string& rel, const std::string& key) {
-  std::istringstream in(slurp(kCg + "/" + rel + "/memory.stat"));
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
+  return kernel_test::keyed(kCg + "/" + rel + "/memory.stat", key);
 }
 uint64_t events_field(const std::string& rel, const std::string& key) {
-  std::istringstream in(slurp(kCg + "/" + rel + "/memory.events"));
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
+  return kernel_test::keyed(kCg + "/" + rel + "/memory.events", key);
 }
 uint64_t current(const std::string& rel) {
   auto v = str::parse_u64(slurp(kCg + "/" + rel + "/memory.current"));
@@ -110,25 +91,10 @@ void show_files(const std::string& label, const std::string& rel) {
                   mib(current(rel))));
 }
 
-// A workload process placed in a container cgroup as a runtime does: the
-// child waits until its pid is in cgroup.procs, then does its work, so every
-// page it touches is charged to that cgroup.
+// A workload process placed in a container cgroup as a runtime does
+// (kernel_test::start_in_cgroup): every page it touches is charged there.
 pid_t start_workload(const std::string& rel, const std::function<void()>& work) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[1]);
-    char c;
-    if (::read(p[0], &c, 1) != 1) _exit(2);
-    work();
-    for (;;) pause();
-  }
-  close(p[0]);
-  write(kCg + "/" + rel + "/cgroup.procs", std::to_string(pid));
-  if (::write(p[1], "x", 1) != 1) return -1;
-  close(p[1]);
-  return pid;
+  return kernel_test::start_in_cgroup(kCg + "/" + rel, work);
 }
 
 void touch_anon(size_t bytes) {
@@ -200,11 +166,11 @@ api::Container make_container(const api::PodSandbox& p, const std::string& id, u
 void runc_update(const std::string& rel, const api::LinuxResources& r) {
   const std::string d = kCg + "/" + rel;
   if (r.cpu().shares().value())
-    write(d + "/cpu.weight", std::to_string(cgroup::shares_to_weight(
+    put(d + "/cpu.weight", std::to_string(cgroup::shares_to_weight(
                                  r.cpu().shares().value(), cgroup::WeightFormula::Quadratic)));
   if (r.cpu().quota().value())
-    write(d + "/cpu.max", fmt::format("{} {}", r.cpu().quota().value(), r.cpu().period().value()));
-  if (r.memory().limit().value()) write(d + "/memory.max", std::to_string(r.memory().limit().value()));
+    put(d + "/cpu.max", fmt::format("{} {}", r.cpu().quota().value(), r.cpu().period().value()));
+  if (r.memory().limit().value()) put(d + "/memory.max", std::to_string(r.memory().limit().value()));
 }
 
 std::optional<json> get_json(const std::string& target) {
@@ -246,15 +212,15 @@ int demo(const Args& a) {
   for (const std::string& part : std::vector<std::string>{"kubepods", "burstable", "pod" + kPodUid}) {
     rel += (rel.empty() ? "" : "/") + part;
     mkdir((kCg + "/" + rel).c_str(), 0755);
-    write(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory +pids");
+    put(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory +pids");
   }
   const std::string app = kPodRel + "/ctr-app", cache = kPodRel + "/ctr-cache";
   mkdir((kCg + "/" + app).c_str(), 0755);
   mkdir((kCg + "/" + cache).c_str(), 0755);
   // As the kubelet and runc set them at creation: pod 1 CPU / 640 MiB,
   // ctr-app 500m / 256 MiB, ctr-cache 250m / 256 MiB.
-  write(kCg + "/" + kPodRel + "/memory.max", std::to_string(640 * kMi));
-  write(kCg + "/" + kPodRel + "/cpu.max", "100000 100000");
+  put(kCg + "/" + kPodRel + "/memory.max", std::to_string(640 * kMi));
+  put(kCg + "/" + kPodRel + "/cpu.max", "100000 100000");
   runc_update(app, resources(512, 50000, 256 * kMi));
   runc_update(cache, resources(256, 25000, 256 * kMi));
 
@@ -278,7 +244,7 @@ int demo(const Args& a) {
         "ctr-cache holds >= 100 MiB of reclaimable page cache");
 
   // ---- podshimd as an NRI plugin of our runtime simulator ----------------
-  write("/etc/podshim/config.yaml",
+  put("/etc/podshim/config.yaml",
         "log_level: info\n"
         "state_dir: /var/lib/podshim\n"
         "socket:\n  path: " + kSock + "\n"
@@ -393,9 +359,9 @@ int demo(const Args& a) {
   step("a DRA-style CDI spec dropped into /var/run/cdi is used at once: the container gets node, mount, env");
   mknod("/dev/demo-gpu0", S_IFCHR | 0666, makedev(1, 3));
   const std::string claim = "9f0e5d2c-7b1a-4c3d-8e9f-0a1b2c3d4e5f";
-  write("/var/lib/demo-gpu/info", "demo accelerator\n");
+  put("/var/lib/demo-gpu/info", "demo accelerator\n");
   const std::string spec_path = "/var/run/cdi/k8s.gpu.example.com-gpu_" + claim + ".yaml";
-  write(spec_path + ".tmp",
+  put(spec_path + ".tmp",
         "cdiVersion: 0.6.0\nkind: k8s.gpu.example.com/gpu\ndevices:\n"
         "- name: " + claim + "-gpu-0\n  containerEdits:\n    deviceNodes:\n    - path: /dev/demo-gpu0\n"
         "    mounts:\n    - hostPath: /var/lib/demo-gpu\n      containerPath: /usr/local/demo-gpu\n"

@@ -9,15 +9,20 @@
 // probe below). The facilities are probed, not assumed from the flag.
 #pragma once
 
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/str.h"
@@ -31,6 +36,59 @@ inline std::string slurp(const std::string &path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return std::string(str::trim(ss.str()));
+}
+
+// Writes `v` to `path` (a cgroup attribute: one write); false when the
+// kernel refused it.
+inline bool put(const std::string &path, const std::string &v) {
+  std::ofstream out(path);
+  out << v;
+  out.flush();
+  return out.good();
+}
+
+// The value of `key` in a flat keyed file (memory.stat, memory.events:
+// "key value" lines); 0 when absent.
+inline uint64_t keyed(const std::string &path, const std::string &key) {
+  std::istringstream in(slurp(path));
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+// Polls `pred` every 20 ms until it holds (true) or `limit` has passed
+// (false): a bounded wait for what the kernel or a daemon does on its own.
+inline bool wait_for(const std::function<bool()> &pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// A child process placed in the cgroup directory `cgroup` the way a runtime
+// places a container's: it runs `work` only once its pid is in
+// cgroup.procs, so every page it touches is charged there, then waits to be
+// killed. -1 when it could not be started or placed.
+inline pid_t start_in_cgroup(const std::string &cgroup, const std::function<void()> &work) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[1]);
+    char c;
+    if (::read(p[0], &c, 1) != 1) _exit(2);
+    work();
+    for (;;) pause();
+  }
+  close(p[0]);
+  const bool placed = pid > 0 && put(cgroup + "/cgroup.procs", std::to_string(pid));
+  const bool started = placed && ::write(p[1], "x", 1) == 1;
+  close(p[1]);
+  return started ? pid : -1;
 }
 
 struct Needs {

@@ -33,18 +33,10 @@ constexpr int64_t kMi = 1 << 20;
 const std::string kRoot = "/sys/fs/cgroup";
 
 void put(const std::string& p, const std::string& v) {
-  std::ofstream out(p);
-  out << v;
-  out.flush();
-  ASSERT_TRUE(out.good()) << "writing " << v << " to " << p;
+  ASSERT_TRUE(podshim::kernel_test::put(p, v)) << "writing " << v << " to " << p;
 }
 uint64_t events(const std::string& rel, const std::string& key) {
-  std::istringstream in(slurp(kRoot + "/" + rel + "/memory.events"));
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
+  return podshim::kernel_test::keyed(kRoot + "/" + rel + "/memory.events", key);
 }
 
 // A child process in a cgroup that touches `anon` bytes of anonymous memory

@@ -43,24 +43,14 @@
 namespace podshim::cgroup {
 namespace {
 
+using podshim::kernel_test::put;
 using podshim::kernel_test::slurp;
 
 constexpr size_t kMi = 1 << 20;
 const std::string kRoot = "/sys/fs/cgroup";
 
-bool put(const std::string& p, const std::string& v) {
-  std::ofstream out(p);
-  out << v;
-  out.flush();
-  return out.good();
-}
 uint64_t event(const std::string& rel, const std::string& key) {
-  std::istringstream in(slurp(kRoot + "/" + rel + "/memory.events"));
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
+  return podshim::kernel_test::keyed(kRoot + "/" + rel + "/memory.events", key);
 }
 
 enum class Kind { Anon, PageCache, Shmem };

@@ -41,7 +41,11 @@
 
 namespace {
 
+using podshim::kernel_test::keyed;
+using podshim::kernel_test::put;
 using podshim::kernel_test::slurp;
+using podshim::kernel_test::start_in_cgroup;
+using podshim::kernel_test::wait_for;
 
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -53,20 +57,6 @@ const std::string kCg = "/sys/fs/cgroup";
 // pause ending early would show up as a finished resize, which fails (a)/(b).
 constexpr const char* kPauseMs = "120000";
 
-bool put(const std::string& p, const std::string& v) {
-  std::ofstream out(p);
-  out << v;
-  out.flush();
-  return out.good();
-}
-uint64_t keyed(const std::string& path, const std::string& key) {
-  std::istringstream in(slurp(path));
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v)
-    if (k == key) return v;
-  return 0;
-}
 uint64_t u64(const std::string& s) {
   auto v = podshim::str::parse_u64(s);
   return v ? *v : 0;
@@ -106,35 +96,6 @@ std::vector<std::string> list_dir(const std::string& dir, const std::string& pre
     closedir(d);
   }
   return out;
-}
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::seconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
-// A process placed in a cgroup the way a runtime places it: it waits until
-// its pid is in cgroup.procs, so every page it touches is charged there.
-pid_t start_workload(const std::string& rel, const std::function<void()>& work) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[1]);
-    char c;
-    if (::read(p[0], &c, 1) != 1) _exit(2);
-    work();
-    for (;;) pause();
-  }
-  close(p[0]);
-  put(kCg + "/" + rel + "/cgroup.procs", std::to_string(pid));
-  if (::write(p[1], "x", 1) != 1) return -1;
-  close(p[1]);
-  return pid;
 }
 
 // Clean page cache charged to the reader: a raw read of the brd RAM disk
@@ -332,8 +293,8 @@ TEST_F(CrashRestart, KilledWhileMemoryHighClampedIsRepairedOnRestart) {
     ASSERT_EQ(system((std::string("insmod ") + ko + " rd_nr=1 rd_size=262144").c_str()), 0);
   }
   // c1 fills ~160 MiB of page cache; c2 just runs.
-  pid_t cache = start_workload(pod_ + "/c1", [] { read_block_device("/dev/ram0", 160 * kMi); });
-  pid_t idle = start_workload(pod_ + "/c2", [] {});
+  pid_t cache = start_in_cgroup(kCg + "/" + pod_ + "/c1", [] { read_block_device("/dev/ram0", 160 * kMi); });
+  pid_t idle = start_in_cgroup(kCg + "/" + pod_ + "/c2", [] {});
   workloads_ = {cache, idle};
   ASSERT_TRUE(wait_for([&] { return keyed(kCg + "/" + pod_ + "/c1/memory.stat", "file") >= 150 * kMi; }, 120s))
       << "c1 never held 150 MiB of page cache: " << slurp(kCg + "/" + pod_ + "/c1/memory.stat");
@@ -393,7 +354,7 @@ TEST_F(CrashRestart, KilledWhileMemoryHighClampedIsRepairedOnRestart) {
 
 // (b) + (c): SIGKILL after the first step of a pod + 2 containers plan.
 TEST_F(CrashRestart, KilledAfterFirstStepOfPodResizeIsRolledBackOnRestart) {
-  pid_t a = start_workload(pod_ + "/c1", [] {}), b = start_workload(pod_ + "/c2", [] {});
+  pid_t a = start_in_cgroup(kCg + "/" + pod_ + "/c1", [] {}), b = start_in_cgroup(kCg + "/" + pod_ + "/c2", [] {});
   workloads_ = {a, b};
   ASSERT_NO_FATAL_FAILURE(start_daemon(true));
   ASSERT_NO_FATAL_FAILURE(register_container("c1", a));

@@ -31,7 +31,9 @@
 
 namespace {
 
+using podshim::kernel_test::put;
 using podshim::kernel_test::slurp;
+using podshim::kernel_test::wait_for;
 
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -41,12 +43,6 @@ constexpr int64_t kMi = 1 << 20;
 const std::string kCg = "/sys/fs/cgroup";
 constexpr int kPeriodMs = 2000;
 
-bool put(const std::string& p, const std::string& v) {
-  std::ofstream out(p);
-  out << v;
-  out.flush();
-  return out.good();
-}
 int count(const std::string& hay, const std::string& needle) {
   int n = 0;
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
@@ -114,14 +110,6 @@ class ReadBackKernel : public ::testing::Test {
     }, 60s)) << "podshimd did not become ready";
   }
 
-  bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > end) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
-  }
   podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
                                                 std::string_view body = {}) {
     status::ClientOptions o;
