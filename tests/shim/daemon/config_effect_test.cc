@@ -95,86 +95,18 @@ void seed_cgroup(const std::string& root, const std::string& rel) {
   std::ofstream(root + rel + "/cpu.max") << "max 100000\n";
 }
 
-// podshimd with a config file. Unless a test turns them off, --nri=off,
-// --socket, --state-dir and --cgroup-root are passed, all under `dir`.
-class Podshimd {
+// podshimd (the daemon harness) with a config file, and the requests these
+// tests make of it.
+class Podshimd : public Daemon {
  public:
-  Podshimd(std::string dir, std::string yaml) : dir_(std::move(dir)), yaml_(std::move(yaml)) {
-    socket = dir_ + "/s.sock";
-    state = dir_ + "/state";
-    cgroot = dir_ + "/cg";
-  }
-  ~Podshimd() { stop(SIGKILL); }
-
-  std::string socket, state, cgroot;
-  bool flag_socket = true, flag_state = true, flag_cgroot = true, flag_nri_off = true;
-  std::vector<std::string> env;  // NAME=VALUE, for podshimd only
-
-  std::string log_path() const { return dir_ + "/daemon.log"; }
-  std::string log() const { return read_file(log_path()); }
-  pid_t pid() const { return pid_; }
-
-  // Starts podshimd and waits (bounded) until /healthz answers.
-  bool start() {
-    const char* bin = getenv("PODSHIMD");
-    if (!bin) return false;
-    std::filesystem::create_directories(dir_);
-    std::filesystem::create_directories(cgroot);
-    const std::string cfg = dir_ + "/config.yaml";
-    std::ofstream(cfg) << yaml_;
-    std::vector<std::string> args = {bin, "--config", cfg};
-    if (flag_nri_off) args.push_back("--nri=off");
-    if (flag_socket) args.insert(args.end(), {"--socket", socket});
-    if (flag_state) args.insert(args.end(), {"--state-dir", state});
-    if (flag_cgroot) args.insert(args.end(), {"--cgroup-root", cgroot});
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      dup2(fd, 2);
-      dup2(fd, 1);
-      unsetenv("NOTIFY_SOCKET");
-      for (auto& e : env) putenv(e.data());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 600; ++i) {  // up to ~30 s under load
-      if (req("GET", "/healthz").status == 200) return true;
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
-  }
-
-  int stop(int sig = SIGTERM) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, sig);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return st;
-  }
-
-  status::HttpResponse req(std::string_view method, std::string_view target, std::string_view body = {}) const {
-    status::ClientOptions o;
-    o.socket_path = socket;
-    o.timeout = 10s;
-    auto r = status::http_request(o, method, target, body);
-    return r ? *r : status::HttpResponse{};
-  }
+  Podshimd(std::string dir, std::string yaml) : Daemon(std::move(dir)) { set_config(std::move(yaml)); }
 
   // A raw connection to the status socket (-1 on failure).
   int connect_raw() const {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket().c_str());
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       ::close(fd);
       return -1;
@@ -186,13 +118,13 @@ class Podshimd {
   // cgroup made first) with a 256Mi memory limit.
   int add(const std::string& id, const std::string& resources =
                                      R"({"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"memory":"256Mi"}})") {
-    seed_cgroup(cgroot, "/kubepods/podp1/" + id);
+    seed_cgroup(cgroot(), "/kubepods/podp1/" + id);
     return req("POST", "/v1/containers",
                R"({"id":")" + id + R"(","podUid":"p1","cgroupPath":"/kubepods/podp1/)" + id +
                    R"(","resources":)" + resources + "}")
         .status;
   }
-  std::string cg(const std::string& id) const { return cgroot + "/kubepods/podp1/" + id; }
+  std::string cg(const std::string& id) const { return cgroot() + "/kubepods/podp1/" + id; }
 
   json container(const std::string& id) const {
     auto r = req("GET", "/v1/containers/" + id);
@@ -224,10 +156,6 @@ class Podshimd {
   }
 
   std::string metrics() const { return req("GET", "/metrics").body; }
-
- private:
-  std::string dir_, yaml_;
-  pid_t pid_ = -1;
 };
 
 class ConfigEffect : public ::testing::Test {
@@ -271,7 +199,7 @@ TEST_F(ConfigEffect, SocketPathIsWhereTheSocketIs) {
   // No --socket: socket.path alone puts the socket there.
   auto d = daemon("d", "socket:\n  path: " + dir + "/d/from-config.sock\n");
   d->flag_socket = false;
-  d->socket = dir + "/d/from-config.sock";
+  d->set_socket(dir + "/d/from-config.sock");
   ASSERT_TRUE(d->start()) << d->log();
   struct stat st{};
   ASSERT_EQ(::stat((dir + "/d/from-config.sock").c_str(), &st), 0);
@@ -285,9 +213,9 @@ TEST_F(ConfigEffect, SocketModeSetsItsPermissions) {
   auto d = daemon("d", "socket:\n  mode: \"0600\"\n");
   ASSERT_TRUE(d->start()) << d->log();
   struct stat st{};
-  ASSERT_EQ(::stat(def->socket.c_str(), &st), 0);
+  ASSERT_EQ(::stat(def->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0660u);
-  ASSERT_EQ(::stat(d->socket.c_str(), &st), 0);
+  ASSERT_EQ(::stat(d->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
@@ -305,9 +233,9 @@ TEST_F(ConfigEffect, SocketGroupOwnsTheSocket) {
   auto d = daemon("d", "socket:\n  group: " + g + "\n");
   ASSERT_TRUE(d->start()) << d->log();
   struct stat st{};
-  ASSERT_EQ(::stat(def->socket.c_str(), &st), 0);
+  ASSERT_EQ(::stat(def->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_gid, getgid());
-  ASSERT_EQ(::stat(d->socket.c_str(), &st), 0);
+  ASSERT_EQ(::stat(d->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_gid, 65534u);
 }
 
@@ -325,10 +253,10 @@ TEST_F(ConfigEffect, AdminGroupMayWrite) {
     ASSERT_TRUE(p->start()) << p->log();
     ::chmod((dir + "/" + (p == d.get() ? "d" : "default")).c_str(), 0755);
     ASSERT_EQ(p->add("c1"), 201);
-    EXPECT_EQ(request_as_nobody(p->socket, "GET", "/v1/containers/c1", ""), 200);
+    EXPECT_EQ(request_as_nobody(p->socket(), "GET", "/v1/containers/c1", ""), 200);
   }
-  EXPECT_EQ(request_as_nobody(def->socket, "POST", "/v1/containers/c1/resize", body), 403);
-  EXPECT_EQ(request_as_nobody(d->socket, "POST", "/v1/containers/c1/resize", body), 200);
+  EXPECT_EQ(request_as_nobody(def->socket(), "POST", "/v1/containers/c1/resize", body), 403);
+  EXPECT_EQ(request_as_nobody(d->socket(), "POST", "/v1/containers/c1/resize", body), 200);
   EXPECT_EQ(d->container("c1")["allocated"].value("cpuLimitMilli", 0), 500);
 }
 
@@ -381,7 +309,7 @@ TEST_F(ConfigEffect, MaxBodyBytesRefusesALargerBody) {
   auto d = daemon("d", "http:\n  max_body_bytes: 2048\n");
   for (auto* p : {def.get(), d.get()}) {
     ASSERT_TRUE(p->start()) << p->log();
-    fake_cgroup(p->cgroot, "/kubepods/podp1/c9");
+    fake_cgroup(p->cgroot(), "/kubepods/podp1/c9");
   }
   EXPECT_EQ(def->req("POST", "/v1/containers", body).status, 201);
   auto r = d->req("POST", "/v1/containers", body);
@@ -433,7 +361,7 @@ int silent_watch(const Podshimd& d) {
 void stream_events(Podshimd& d, int n) {
   for (int i = 0; i < n; ++i) {
     const std::string id = "w" + std::to_string(i);
-    fake_cgroup(d.cgroot, "/kubepods/podp1/" + id);
+    fake_cgroup(d.cgroot(), "/kubepods/podp1/" + id);
     auto r = d.req("POST", "/v1/containers",
                    R"({"id":")" + id + R"(","podUid":"p1","cgroupPath":"/kubepods/podp1/)" + id +
                        R"(","annotations":{"blob":")" + std::string(60 << 10, 'b') + "\"}}");
@@ -503,7 +431,7 @@ TEST_F(ConfigEffect, StateDirHoldsTheRegistrations) {
   const std::string state = dir + "/d/state-from-config";
   auto d = daemon("d", "state_dir: " + state + "\n");
   d->flag_state = false;
-  d->state = state;
+  d->set_state(state);
   ASSERT_TRUE(d->start()) << d->log();
   ASSERT_EQ(d->add("c1"), 201);
   d->stop();
@@ -521,7 +449,7 @@ TEST_F(ConfigEffect, CgroupRootIsWhereCgroupsAreFoundAndWritten) {
   const std::string root = dir + "/d/cg-from-config";
   auto d = daemon("d", "cgroup:\n  root: " + root + "\n");
   d->flag_cgroot = false;
-  d->cgroot = root;
+  d->set_cgroot(root);
   ASSERT_TRUE(d->start()) << d->log();
   ASSERT_EQ(d->add("c1"), 201);
   EXPECT_EQ(d->resize("c1", R"({"limits":{"cpu":"500m"}})"), "applied");
@@ -702,7 +630,7 @@ TEST_F(ConfigEffect, SystemdCallTimeoutBoundsTheWaitForSystemd) {
   d->env.push_back("DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + dir + "/system_bus_socket");
   ASSERT_TRUE(d->start()) << d->log();
   const std::string path = "kubepods-burstable-podp1.slice:cri-containerd:c1";
-  seed_cgroup(d->cgroot, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podp1.slice/cri-containerd-c1.scope");
+  seed_cgroup(d->cgroot(), "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podp1.slice/cri-containerd-c1.scope");
   auto r = d->req("POST", "/v1/containers", R"({"id":"c1","podUid":"p1","cgroupPath":")" + path +
                                                 R"(","resources":{"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"memory":"256Mi"}}})");
   ASSERT_EQ(r.status, 201) << r.body;
@@ -738,8 +666,8 @@ TEST_F(ConfigEffect, TestPauseAfterStepHoldsAMultiStepResize) {
   auto d = daemon("d", "debug:\n  test_pause_after_step_ms: 1500\n");
   for (auto* p : {def.get(), d.get()}) {
     ASSERT_TRUE(p->start()) << p->log();
-    seed_cgroup(p->cgroot, "/kubepods/podp1");
-    seed_cgroup(p->cgroot, "/kubepods/podp1/c1");
+    seed_cgroup(p->cgroot(), "/kubepods/podp1");
+    seed_cgroup(p->cgroot(), "/kubepods/podp1/c1");
     auto r = p->req("POST", "/v1/containers",
                     R"({"id":"c1","podUid":"p1","podName":"p","podNamespace":"default",)"
                     R"("podCgroupPath":"/kubepods/podp1","cgroupPath":"/kubepods/podp1/c1",)"
@@ -749,7 +677,7 @@ TEST_F(ConfigEffect, TestPauseAfterStepHoldsAMultiStepResize) {
   EXPECT_EQ(def->resize("c1", R"({"limits":{"memory":"512Mi"}})"), "applied");
   const auto t0 = Clock::now();
   EXPECT_EQ(d->resize("c1", R"({"limits":{"memory":"512Mi"}})"), "in_progress");
-  EXPECT_EQ(read_file(d->cgroot + "/kubepods/podp1/memory.max"), std::to_string(512 * kMi));
+  EXPECT_EQ(read_file(d->cgroot() + "/kubepods/podp1/memory.max"), std::to_string(512 * kMi));
   EXPECT_EQ(read_file(d->cg("c1") + "/memory.max"), std::to_string(256 * kMi) + "\n");
   EXPECT_EQ(d->outcome("c1").first, "applied");
   EXPECT_GE(Clock::now() - t0, 1500ms);
@@ -865,9 +793,9 @@ TEST_F(ConfigEffect, ReadbackFdCacheKeepsAttributeFilesOpen) {
     ASSERT_EQ(p->add("c1"), 201);
     ASSERT_TRUE(wait_for([&] { return actual_memory_limit(*p, "c1") == int64_t(256 * kMi); }));
   }
-  EXPECT_TRUE(wait_for([&] { return files_open_under(def->pid(), def->cgroot) >= 5; }))
-      << files_open_under(def->pid(), def->cgroot);
-  EXPECT_EQ(files_open_under(d->pid(), d->cgroot), 0);
+  EXPECT_TRUE(wait_for([&] { return files_open_under(def->pid(), def->cgroot()) >= 5; }))
+      << files_open_under(def->pid(), def->cgroot());
+  EXPECT_EQ(files_open_under(d->pid(), d->cgroot()), 0);
 }
 
 TEST_F(ConfigEffect, ReadbackRepairDriftRewritesAHandEdit) {

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,58 +46,52 @@ inline void fake_cgroup(const std::string& root, const std::string& rel) {
   put("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
 }
 
+// podshimd as the daemon tests, the config-effect tests and the benchmark
+// run it: --nri=off, --socket, --state-dir and --cgroup-root all under
+// `dir` unless a test turns one off (to test the config key that replaces
+// it), a config file (built-in defaults unless given), its log in
+// <dir>/daemon.log.
 class Daemon {
  public:
-  explicit Daemon(std::string dir, std::vector<std::string> extra = {}) : dir_(std::move(dir)) {
-    extra_ = std::move(extra);
-  }
-  // The fake cgroup root elsewhere than <dir>/cg (the benchmark puts it on a
-  // tmpfs, as cgroupfs is in memory); set before start().
-  void set_cgroot(std::string root) { cgroot_ = std::move(root); }
-  // The podshimd to run instead of $PODSHIMD (the benchmark's baseline).
-  void set_binary(std::string bin) { bin_ = std::move(bin); }
+  explicit Daemon(std::string dir, std::vector<std::string> extra = {})
+      : dir_(std::move(dir)), extra_(std::move(extra)) {}
   ~Daemon() { stop(SIGKILL); }
 
-  std::string socket() const { return dir_ + "/s.sock"; }
-  std::string state() const { return dir_ + "/state"; }
+  // Set before start(). The config file's text (<dir>/config.yaml), unless
+  // `extra` brings its own --config.
+  void set_config(std::string yaml) { yaml_ = std::move(yaml); }
+  // The fake cgroup root elsewhere than <dir>/cg (the benchmark puts it on a
+  // tmpfs, as cgroupfs is in memory).
+  void set_cgroot(std::string root) { cgroot_ = std::move(root); }
+  void set_socket(std::string path) { socket_ = std::move(path); }
+  void set_state(std::string dir) { state_ = std::move(dir); }
+  // The podshimd to run instead of $PODSHIMD (the benchmark's baseline).
+  void set_binary(std::string bin) { bin_ = std::move(bin); }
+  bool flag_socket = true, flag_state = true, flag_cgroot = true, flag_nri_off = true;
+  std::vector<std::string> env;  // NAME=VALUE, for podshimd only
+
+  std::string socket() const { return socket_.empty() ? dir_ + "/s.sock" : socket_; }
+  std::string state() const { return state_.empty() ? dir_ + "/state" : state_; }
   std::string cgroot() const { return cgroot_.empty() ? dir_ + "/cg" : cgroot_; }
-  std::string log() const { return dir_ + "/daemon.log"; }
+  std::string log_path() const { return dir_ + "/daemon.log"; }
+  std::string log() const {
+    std::ifstream in(log_path());
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   pid_t pid() const { return pid_; }
 
-  // Starts podshimd and waits (bounded) until /healthz answers.
+  // Starts podshimd and waits (bounded) until /healthz answers; false when
+  // it exited or did not answer within ~30 s.
   bool start() {
-    std::filesystem::create_directories(cgroot());
-    const char* env = getenv("PODSHIMD");
-    const std::string bin = !bin_.empty() ? bin_ : env ? env : "";
+    const char* env_bin = getenv("PODSHIMD");
+    const std::string bin = !bin_.empty() ? bin_ : env_bin ? env_bin : "";
     if (bin.empty()) return false;
-    std::vector<std::string> args = {bin, "--nri=off", "--socket", socket(), "--state-dir", state(),
-                                      "--cgroup-root", cgroot()};
-    // Without --config podshimd reads /etc/podshim/config.yaml, which a machine where the
-    // package was ever installed has: the tests would then depend on the host. An empty file
-    // means built-in defaults; a test that brings its own --config wins.
-    if (std::find(extra_.begin(), extra_.end(), "--config") == extra_.end()) {
-      std::ofstream(dir_ + "/empty-config.yaml").flush();
-      args.insert(args.end(), {"--config", dir_ + "/empty-config.yaml"});
-    }
-    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::filesystem::create_directories(dir_);
+    std::filesystem::create_directories(cgroot());
     pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      dup2(fd, 2);
-      dup2(fd, 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      unsetenv("NOTIFY_SOCKET");
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    status::ClientOptions o;
-    o.socket_path = socket();
-    o.timeout = std::chrono::seconds(2);
-    for (int i = 0; i < 600; ++i) {  // up to ~30 s under load
-      auto r = status::http_request(o, "GET", "/healthz");
-      if (r && r->status == 200) return true;
+    if (pid_ == 0) exec(bin);
+    for (int i = 0; i < 600; ++i) {
+      if (req("GET", "/healthz", {}, std::chrono::seconds(2)).status == 200) return true;
       int st;
       if (waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;
@@ -116,18 +112,45 @@ class Daemon {
     return st;
   }
 
-  status::HttpResponse req(std::string_view method, std::string_view target, std::string_view body = {}) {
+  status::HttpResponse req(std::string_view method, std::string_view target, std::string_view body = {},
+                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
     status::ClientOptions o;
     o.socket_path = socket();
-    o.timeout = std::chrono::seconds(30);
+    o.timeout = timeout;
     auto r = status::http_request(o, method, target, body);
     return r ? *r : status::HttpResponse{};
   }
 
  private:
-  std::string dir_;
-  std::string cgroot_;
-  std::string bin_;
+  // In the child: the arguments, the log as stdout and stderr, then exec.
+  [[noreturn]] void exec(const std::string& bin) {
+    std::vector<std::string> args = {bin};
+    // Without --config podshimd reads /etc/podshim/config.yaml, which a
+    // machine where the package was ever installed has: the tests would then
+    // depend on the host. No config given means an empty file, built-in
+    // defaults.
+    if (std::find(extra_.begin(), extra_.end(), "--config") == extra_.end()) {
+      std::ofstream(dir_ + "/config.yaml") << yaml_;
+      args.insert(args.end(), {"--config", dir_ + "/config.yaml"});
+    }
+    if (flag_nri_off) args.push_back("--nri=off");
+    if (flag_socket) args.insert(args.end(), {"--socket", socket()});
+    if (flag_state) args.insert(args.end(), {"--state-dir", state()});
+    if (flag_cgroot) args.insert(args.end(), {"--cgroup-root", cgroot()});
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    int fd = open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    unsetenv("NOTIFY_SOCKET");
+    for (auto& e : env) putenv(e.data());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+
+  std::string dir_, yaml_, cgroot_, socket_, state_, bin_;
   std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };

@@ -44,7 +44,7 @@ TEST_F(DaemonTest, ResizeThroughEngineAndStateSurvivesRestart) {
   std::string cfg = dir + "/config.yaml";
   std::ofstream(cfg) << "node:\n  allocatable: {cpu: \"4\", memory: 8Gi}\n";
   Daemon d(dir, {"--config", cfg});
-  ASSERT_TRUE(d.start()) << read_file(d.log());
+  ASSERT_TRUE(d.start()) << d.log();
   fake_cgroup(d.cgroot(), "/kubepods/burstable/podp1/c1");
   auto r = d.req("POST", "/v1/containers",
                  R"({"id":"c1","podUid":"p1","cgroupPath":"/kubepods/burstable/podp1/c1",
@@ -60,7 +60,7 @@ TEST_F(DaemonTest, ResizeThroughEngineAndStateSurvivesRestart) {
   r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"memory":"9Gi"},"limits":{"memory":"9Gi"}}})");
   EXPECT_EQ(json::parse(r.body)["result"], "infeasible") << r.body;
   // Hooks-only mode logs every outcome once: id, pod, old -> new, reclaimed, duration, reason.
-  const std::string log = read_file(d.log());
+  const std::string log = d.log();
   EXPECT_NE(log.find("resize applied: container c1 pod p1 (api): cpu 250m/- mem 67108864/134217728 -> "
                      "cpu 250m/500m mem 67108864/268435456, reclaimed 0 bytes"),
             std::string::npos)
@@ -69,11 +69,11 @@ TEST_F(DaemonTest, ResizeThroughEngineAndStateSurvivesRestart) {
   EXPECT_NE(log.find("Node didn't have enough capacity: memory"), std::string::npos) << log;
 
   int st = d.stop(SIGTERM);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(d.log());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << d.log();
   EXPECT_FALSE(std::filesystem::exists(d.socket())) << "socket removed on SIGTERM";
 
   Daemon d2(dir, {"--config", cfg});
-  ASSERT_TRUE(d2.start()) << read_file(d2.log());
+  ASSERT_TRUE(d2.start()) << d2.log();
   r = d2.req("GET", "/v1/containers/c1");
   ASSERT_EQ(r.status, 200);
   json c = json::parse(r.body);
@@ -87,7 +87,7 @@ TEST_F(DaemonTest, SighupReloadsAndKeepsOldConfigOnError) {
   std::string cfg = dir + "/config.yaml";
   std::ofstream(cfg) << "node:\n  allocatable: {cpu: \"1\", memory: 1Gi}\n";
   Daemon d(dir, {"--config", cfg});
-  ASSERT_TRUE(d.start()) << read_file(d.log());
+  ASSERT_TRUE(d.start()) << d.log();
   fake_cgroup(d.cgroot(), "/c1");  // registration checks the cgroup exists
   d.req("POST", "/v1/containers", R"({"id":"c1","cgroupPath":"/c1","resources":{"requests":{"cpu":"100m"}}})");
   auto r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"2"}}})");
@@ -95,15 +95,15 @@ TEST_F(DaemonTest, SighupReloadsAndKeepsOldConfigOnError) {
   // A bad file: logged, old config kept, daemon alive.
   std::ofstream(cfg) << "node: {allocatable: {cpu: \"4\", gpu: 1}}\n";
   kill(d.pid(), SIGHUP);
-  for (int i = 0; i < 200 && read_file(d.log()).find("keeping the running one") == std::string::npos; ++i) {
+  for (int i = 0; i < 200 && d.log().find("keeping the running one") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_NE(read_file(d.log()).find("unknown key 'node.allocatable.gpu'"), std::string::npos) << read_file(d.log());
+  EXPECT_NE(d.log().find("unknown key 'node.allocatable.gpu'"), std::string::npos) << d.log();
   EXPECT_EQ(d.req("GET", "/healthz").status, 200);
   // A good file: the larger allocatable admits the same resize.
   std::ofstream(cfg) << "node: {allocatable: {cpu: \"4\", memory: 1Gi}}\n";
   kill(d.pid(), SIGHUP);
-  for (int i = 0; i < 200 && read_file(d.log()).find("Configuration reloaded") == std::string::npos; ++i) {
+  for (int i = 0; i < 200 && d.log().find("Configuration reloaded") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   r = d.req("POST", "/v1/containers/c1/resize", R"({"resources":{"requests":{"cpu":"2"}}})");
@@ -114,14 +114,14 @@ TEST_F(DaemonTest, CorruptStateIsMovedAsideNotFatal) {
   std::filesystem::create_directories(dir + "/state/containers");
   std::ofstream(dir + "/state/containers/bad.json") << "{{{";
   Daemon d(dir);
-  ASSERT_TRUE(d.start()) << read_file(d.log());
+  ASSERT_TRUE(d.start()) << d.log();
   EXPECT_TRUE(std::filesystem::exists(dir + "/state/containers/bad.json.corrupt"));
-  EXPECT_NE(read_file(d.log()).find("bad.json"), std::string::npos);
+  EXPECT_NE(d.log().find("bad.json"), std::string::npos);
 }
 
 TEST_F(DaemonTest, PodshimctlAgainstRunningDaemon) {
   Daemon d(dir);
-  ASSERT_TRUE(d.start()) << read_file(d.log());
+  ASSERT_TRUE(d.start()) << d.log();
   fake_cgroup(d.cgroot(), "/kubepods/podp1/c1");
   d.req("POST", "/v1/containers",
         R"({"id":"c1","podUid":"p1","name":"app","cgroupPath":"/kubepods/podp1/c1",
