@@ -448,8 +448,23 @@ Result<json*> child(json& obj, const char* key, json::value_t type, std::string_
     return &obj[key];
   }
   if (it->type() != type)
-    return fail(EINVAL, "OCI config: \"{}.{}\" has type {}", where, key, it->type_name());
+    return fail(EINVAL, "OCI config: \"{}{}{}\" has type {}", where, where.empty() ? "" : ".", key, it->type_name());
   return &*it;
+}
+
+// config.<keys…>, each made where absent: objects on the way, `last` at the
+// end; an error names the member that has another type.
+Result<json*> descend(json& config, std::initializer_list<const char*> keys, json::value_t last) {
+  json* at = &config;
+  std::string where;
+  size_t i = 0;
+  for (const char* k : keys) {
+    auto next = child(*at, k, ++i == keys.size() ? last : json::value_t::object, where);
+    if (!next) return next;
+    at = *next;
+    where += where.empty() ? std::string(k) : "." + std::string(k);
+  }
+  return at;
 }
 
 template <typename H>
@@ -558,9 +573,7 @@ template <typename E>
 Result<void> apply_env(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.env.empty()) {
-    auto process = child(config, "process", vt::object, "");
-    if (!process) return Unexpected(process.error());
-    auto env = child(**process, "env", vt::array, "process");
+    auto env = descend(config, {"process", "env"}, vt::array);
     if (!env) return Unexpected(env.error());
     // A CDI value replaces a pre-existing entry with the same key (HEAD's
     // native editor, 951fcb4; released v1.x and v0.5.2 append instead, which
@@ -594,9 +607,7 @@ template <typename E>
 Result<void> apply_devices(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.devices.empty() || !e.device_rules.empty()) {
-    auto lnx = child(config, "linux", vt::object, "");
-    if (!lnx) return Unexpected(lnx.error());
-    auto devices = child(**lnx, "devices", vt::array, "linux");
+    auto devices = descend(config, {"linux", "devices"}, vt::array);
     if (!devices) return Unexpected(devices.error());
     std::vector<std::pair<std::string_view, json>> added;
     added.reserve(e.devices.size());
@@ -616,9 +627,7 @@ Result<void> apply_devices(const E& e, json& config) {
     }
     replace_or_append(**devices, "path", std::move(added));
     if (!e.device_rules.empty()) {
-      auto resources = child(**lnx, "resources", vt::object, "linux");
-      if (!resources) return Unexpected(resources.error());
-      auto rules = child(**resources, "devices", vt::array, "linux.resources");
+      auto rules = descend(config, {"linux", "resources", "devices"}, vt::array);
       if (!rules) return Unexpected(rules.error());
       // Appended after any deny-all rule: later rules win in the device cgroup.
       auto& list = (*rules)->get_ref<json::array_t&>();
@@ -644,9 +653,7 @@ template <typename E>
 Result<void> apply_net_devices(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.net_devices.empty()) {
-    auto lnx = child(config, "linux", vt::object, "");
-    if (!lnx) return Unexpected(lnx.error());
-    auto net = child(**lnx, "netDevices", vt::object, "linux");
+    auto net = descend(config, {"linux", "netDevices"}, vt::object);
     if (!net) return Unexpected(net.error());
     for (const auto& x : e.net_devices) {
       const NetDevice& n = net_of(x);
@@ -739,11 +746,7 @@ template <typename E>
 Result<void> apply_additional_gids(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.additional_gids.empty()) {
-    auto process = child(config, "process", vt::object, "");
-    if (!process) return Unexpected(process.error());
-    auto user = child(**process, "user", vt::object, "process");
-    if (!user) return Unexpected(user.error());
-    auto gids = child(**user, "additionalGids", vt::array, "process.user");
+    auto gids = descend(config, {"process", "user", "additionalGids"}, vt::array);
     if (!gids) return Unexpected(gids.error());
     for (uint32_t g : e.additional_gids) {
       bool present = std::any_of((*gids)->begin(), (*gids)->end(),
@@ -909,9 +912,7 @@ Entries<T> existing_entries(const json& arr, size_t extra) {
 Result<void> splice_env(const EditsView& e, json& config, Spliced& sp) {
   using vt = json::value_t;
   if (!e.env.empty()) {
-    auto process = child(config, "process", vt::object, "");
-    if (!process) return Unexpected(process.error());
-    auto env = child(**process, "env", vt::array, "process");
+    auto env = descend(config, {"process", "env"}, vt::array);
     if (!env) return Unexpected(env.error());
     const json& arr = **env;
     // As apply_impl: a CDI value replaces the last config entry with its
@@ -947,9 +948,7 @@ Result<void> splice_env(const EditsView& e, json& config, Spliced& sp) {
 Result<void> splice_devices(const EditsView& e, json& config, Spliced& sp) {
   using vt = json::value_t;
   if (!e.devices.empty() || !e.device_rules.empty()) {
-    auto lnx = child(config, "linux", vt::object, "");
-    if (!lnx) return Unexpected(lnx.error());
-    auto devices = child(**lnx, "devices", vt::array, "linux");
+    auto devices = descend(config, {"linux", "devices"}, vt::array);
     if (!devices) return Unexpected(devices.error());
     const json& arr = **devices;
     std::vector<size_t> order = replace_or_append_order(
@@ -961,9 +960,7 @@ Result<void> splice_devices(const EditsView& e, json& config, Spliced& sp) {
       sp.devices.push_back(i < arr.size() ? Entry<NodePart>{&arr[i], nullptr}
                                           : Entry<NodePart>{nullptr, &e.devices[i - arr.size()]});
     if (!e.device_rules.empty()) {
-      auto resources = child(**lnx, "resources", vt::object, "linux");
-      if (!resources) return Unexpected(resources.error());
-      auto rules = child(**resources, "devices", vt::array, "linux.resources");
+      auto rules = descend(config, {"linux", "resources", "devices"}, vt::array);
       if (!rules) return Unexpected(rules.error());
       sp.rules_at = *rules;
       sp.rules = existing_entries<RulePart>(**rules, e.device_rules.size());

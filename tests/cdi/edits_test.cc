@@ -248,6 +248,15 @@ TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
   auto r = apply_to_oci(e, bad);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("process.env"), std::string::npos) << r.error().message;
+  // Each level of a path is checked and named as the spec spells it.
+  for (const auto& [config, named] : {std::pair{R"({"process": "x"})", R"("process" has type string)"},
+                                      std::pair{R"({"linux": {"resources": []}})", R"("linux.resources" has type array)"},
+                                      std::pair{R"({"linux": {"devices": {}}})", R"("linux.devices" has type object)"}}) {
+    json c = json::parse(config);
+    r = apply_to_oci(e, c);
+    ASSERT_FALSE(r) << config;
+    EXPECT_NE(r.error().message.find(named), std::string::npos) << config << ": " << r.error().message;
+  }
   json notobj = json::array();
   EXPECT_FALSE(apply_to_oci(e, notobj));
 }
