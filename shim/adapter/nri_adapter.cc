@@ -452,7 +452,7 @@ void NriAdapter::remove_pod(std::string_view uid) {
 
 void NriAdapter::refresh_actual(const pb::ContainerView& ctr) {
   const uint64_t shares = ctr.resources.cpu_shares.value;
-  if (opts_.readback) opts_.readback->touch(std::string(ctr.id), shares);
+  if (opts_.readback) opts_.readback->touch_soon(std::string(ctr.id), shares);
 }
 
 void NriAdapter::on_ready() {

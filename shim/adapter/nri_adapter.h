@@ -104,7 +104,8 @@ class NriAdapter : public nri::Handlers {
                           nri::Respond<api::UpdatePodSandboxResponse> respond);
   void remove_pod(std::string_view uid);
   // After the runtime started or updated a container: has the read-back
-  // read its kernel values into its actual.
+  // read its kernel values into its actual, right after this event is
+  // answered (ReadBack::touch_soon).
   void refresh_actual(const pb::ContainerView& ctr);
   // Upserts the container, keeping what podshim knows that NRI does not
   // (conditions, generation, devices, labels); `take_resources` false keeps

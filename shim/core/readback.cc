@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -197,8 +198,10 @@ struct ReadBack::Impl {
     std::vector<Drift> drift;          // as last reported
     std::vector<std::string> repaired;  // "resource=actual" a repair was tried for
     bool queued = false;
-    // The shares the runtime was given for a hook-registered container, for
-    // weight_formula: auto to learn from at its first read (0: none).
+    bool force = false;  // queued by touch_soon(): store the reading even if unchanged
+    // The shares the runtime was given (a hook registration's, or those of
+    // the runtime event touch_soon() queued the read for), for
+    // weight_formula: auto to learn from at the next read (0: none).
     uint64_t runtime_shares = 0;
   };
 
@@ -256,10 +259,11 @@ struct ReadBack::Impl {
     }
   }
 
-  void enqueue(const std::string& id, Entry& e) {
+  void enqueue(const std::string& id, Entry& e, bool first = false) {
     if (e.queued) return;
     e.queued = true;
-    queue.push_back(id);
+    if (first) queue.push_front(id);
+    else queue.push_back(id);
   }
 
   Entry& add(const Container& c) {
@@ -637,7 +641,8 @@ struct ReadBack::Impl {
       queue.pop_front();
       auto it = entries.find(id);
       if (it == entries.end() || !it->second.queued) continue;
-      read_one(id, 0, false);
+      const bool force = std::exchange(it->second.force, false);
+      read_one(id, 0, force);
       ++n;
       if (budget.count() > 0 && now() - start >= budget) break;
     }
@@ -711,6 +716,20 @@ void ReadBack::start() {
 void ReadBack::touch(const std::string& id, uint64_t shares) {
   std::lock_guard lk(impl_->mu);
   impl_->read_one(id, shares, true);
+}
+
+void ReadBack::touch_soon(const std::string& id, uint64_t shares) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->entries.find(id);
+  if (!impl_->opts.schedule || it == impl_->entries.end()) {
+    impl_->read_one(id, shares, true);
+    return;
+  }
+  Impl::Entry& e = it->second;
+  if (shares) e.runtime_shares = shares;
+  e.force = true;
+  impl_->enqueue(id, e, /*first=*/true);
+  impl_->kick();
 }
 
 void ReadBack::touch_all() {

@@ -111,6 +111,11 @@ class ReadBack {
   // the container now. `shares` (0: unknown) is what the runtime was asked
   // for, a sample for weight_formula: auto.
   void touch(const std::string& id, uint64_t shares = 0);
+  // The same, at the head of the next slice instead of now: for a runtime
+  // event whose answer should not wait for the cgroup reads (the runtime
+  // holds its CRI call until a plugin answers PostUpdateContainer).
+  // Without a schedule (or for a container not known yet) it is touch().
+  void touch_soon(const std::string& id, uint64_t shares = 0);
   // After Synchronize: queues every container, read in the next slices
   // (and ends a hold()).
   void touch_all();

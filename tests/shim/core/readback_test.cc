@@ -612,6 +612,21 @@ TEST_F(ReadBackTest, HookRegistrationTeachesTheFormulaAtItsFirstRead) {
   EXPECT_EQ(count_lines("The runtime writes cpu.weight with the linear formula"), 1);
 }
 
+// PostStart/PostUpdateContainer are answered first: the read (and what it
+// teaches) comes at the head of the next slice, not inside the event.
+TEST_F(ReadBackTest, TouchSoonReadsRightAfterTheEventWithItsShares) {
+  auto tracker = container_of_a_linear_runtime(Source::Nri);
+  loop_.advance(0ms);  // the read of its start: no shares, nothing learned
+  const uint64_t reads = rb_->stats().reads;
+  ASSERT_FALSE(tracker->learned().has_value());
+  rb_->touch_soon("c1", cgroup::milli_cpu_to_shares(250));
+  EXPECT_EQ(rb_->stats().reads, reads) << "read inside the event";
+  EXPECT_FALSE(tracker->learned().has_value());
+  loop_.advance(0ms);
+  EXPECT_EQ(rb_->stats().reads, reads + 1);
+  EXPECT_EQ(tracker->learned(), cgroup::WeightFormula::Linear);
+}
+
 // A weight podshim wrote itself teaches nothing: a hook-registered container
 // resized before its first read is not evidence of the runtime's formula.
 TEST_F(ReadBackTest, HookContainerResizedBeforeItsFirstReadTeachesNothing) {
