@@ -438,31 +438,32 @@ std::array<const std::vector<const Hook*>*, kStages.size()> stages_of(const Edit
 const IntelRdt* rdt_of(const ResolvedEdits& e) { return e.intel_rdt ? &*e.intel_rdt : nullptr; }
 const IntelRdt* rdt_of(const EditsView& e) { return e.intel_rdt; }
 
-// Returns obj[key], creating an object there if absent; errors if the
-// existing value has another type (a malformed config.json).
-Result<json*> child(json& obj, const char* key, json::value_t type, std::string_view where) {
-  if (!obj.is_object()) return fail(EINVAL, "OCI config: \"{}\" is not an object", where);
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    obj[key] = json(type);
-    return &obj[key];
-  }
-  if (it->type() != type)
-    return fail(EINVAL, "OCI config: \"{}{}{}\" has type {}", where, where.empty() ? "" : ".", key, it->type_name());
-  return &*it;
-}
-
-// config.<keys…>, each made where absent: objects on the way, `last` at the
-// end; an error names the member that has another type.
+// config.<keys…>, each made where absent (or null): objects on the way,
+// `last` at the end; an error (a malformed config.json) names the member
+// that has another type. The dotted name is built only then: this runs
+// for every edit of every injection.
 Result<json*> descend(json& config, std::initializer_list<const char*> keys, json::value_t last) {
+  auto name = [&](size_t n) {
+    std::string where;
+    for (const char* k : keys) {
+      if (n-- == 0) break;
+      if (!where.empty()) where += '.';
+      where += k;
+    }
+    return where;
+  };
   json* at = &config;
-  std::string where;
-  size_t i = 0;
+  size_t depth = 0;
   for (const char* k : keys) {
-    auto next = child(*at, k, ++i == keys.size() ? last : json::value_t::object, where);
-    if (!next) return next;
-    at = *next;
-    where += where.empty() ? std::string(k) : "." + std::string(k);
+    if (!at->is_object()) return fail(EINVAL, "OCI config: \"{}\" is not an object", name(depth));
+    const json::value_t type = ++depth == keys.size() ? last : json::value_t::object;
+    auto it = at->find(k);
+    if (it == at->end() || it->is_null()) {
+      at = &((*at)[k] = json(type));
+      continue;
+    }
+    if (it->type() != type) return fail(EINVAL, "OCI config: \"{}\" has type {}", name(depth), it->type_name());
+    at = &*it;
   }
   return at;
 }
@@ -668,7 +669,7 @@ template <typename E>
 Result<void> apply_mounts(const E& e, json& config) {
   using vt = json::value_t;
   if (!e.mounts.empty()) {
-    auto mounts = child(config, "mounts", vt::array, "");
+    auto mounts = descend(config, {"mounts"}, vt::array);
     if (!mounts) return Unexpected(mounts.error());
     json& arr = **mounts;
     std::vector<std::pair<std::string_view, json>> added;  // first match only is replaced, as upstream
@@ -710,11 +711,9 @@ Result<void> apply_hooks(const E& e, json& config) {
   using vt = json::value_t;
   const auto stages = stages_of(e);
   if (std::any_of(stages.begin(), stages.end(), [](const auto* l) { return !l->empty(); })) {
-    auto hooks = child(config, "hooks", vt::object, "");
-    if (!hooks) return Unexpected(hooks.error());
     for (size_t s = 0; s < kStages.size(); s++) {
       if (stages[s]->empty()) continue;
-      auto stage = child(**hooks, kStages[s], vt::array, "hooks");
+      auto stage = descend(config, {"hooks", kStages[s]}, vt::array);
       if (!stage) return Unexpected(stage.error());
       for (const auto& h : *stages[s]) (*stage)->push_back(hook_json(hook_of(h)));
     }
@@ -727,7 +726,7 @@ template <typename E>
 Result<void> apply_intel_rdt(const E& e, json& config) {
   using vt = json::value_t;
   if (const IntelRdt* rdt = rdt_of(e)) {
-    auto lnx = child(config, "linux", vt::object, "");
+    auto lnx = descend(config, {"linux"}, vt::object);
     if (!lnx) return Unexpected(lnx.error());
     json r = json::object();
     const IntelRdt& i = *rdt;
@@ -773,7 +772,7 @@ Result<void> apply_impl(const E& e, json& config) {
 // The text back end: the edits go straight from the EditsView into the
 // output, written as nlohmann's dump() would write the tree apply_impl
 // builds; the config itself stays an nlohmann tree and is only given the
-// containers apply_impl would create (by the same child() calls, so with the
+// containers apply_impl would create (by the same descend() calls, so with the
 // same errors) and the rarely-used edits (netDevices, intelRdt, gids) that
 // apply_impl would make.
 //
@@ -974,7 +973,7 @@ Result<void> splice_devices(const EditsView& e, json& config, Spliced& sp) {
 Result<void> splice_mounts(const EditsView& e, json& config, Spliced& sp) {
   using vt = json::value_t;
   if (!e.mounts.empty()) {
-    auto mounts = child(config, "mounts", vt::array, "");
+    auto mounts = descend(config, {"mounts"}, vt::array);
     if (!mounts) return Unexpected(mounts.error());
     const json& arr = **mounts;
     std::vector<size_t> order = replace_or_append_order(
@@ -1004,11 +1003,9 @@ Result<void> splice_mounts(const EditsView& e, json& config, Spliced& sp) {
 Result<void> splice_hooks(const EditsView& e, json& config, Spliced& sp) {
   using vt = json::value_t;
   if (std::any_of(e.hooks.begin(), e.hooks.end(), [](const auto& l) { return !l.empty(); })) {
-    auto hooks = child(config, "hooks", vt::object, "");
-    if (!hooks) return Unexpected(hooks.error());
     for (size_t s = 0; s < kStages.size(); s++) {
       if (e.hooks[s].empty()) continue;
-      auto stage = child(**hooks, kStages[s], vt::array, "hooks");
+      auto stage = descend(config, {"hooks", kStages[s]}, vt::array);
       if (!stage) return Unexpected(stage.error());
       sp.hooks_at[s] = *stage;
       sp.hooks[s] = existing_entries<Hook>(**stage, e.hooks[s].size());

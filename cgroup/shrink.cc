@@ -124,10 +124,6 @@ Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->
 // adds is discounted by this bound where it would admit a shrink.
 constexpr uint64_t kMemcgChargeBatch = 64;  // include/linux/memcontrol.h
 
-uint64_t stat_lag(const Shrink& s) {
-  return s.ctx.opts->memory_stat_lag_bytes ? *s.ctx.opts->memory_stat_lag_bytes : memory_stat_lag_bytes();
-}
-
 // memory.stat's anon, file, shmem and slab_reclaimable into `s`, as the
 // kernel lists them (the refusal reports them so).
 Result<void> read_breakdown(Shrink& s) {
@@ -502,7 +498,7 @@ void shrink_memory(ShrinkContext ctx, ShrinkCgroup cg, const std::string& new_ma
   auto usage = t.dir->read_u64("memory.current");
   if (!usage) return s->cb(wrap(usage, fmt::format("'{}'", t.id)));
   s->usage0 = s->usage = *usage;
-  s->lag = stat_lag(*s);
+  s->lag = *s->ctx.opts->memory_stat_lag_bytes;  // Engine::create always fills it
   // The breakdown, and the trend's first sample: memory.stat's anon + shmem.
   if (auto st = sample(*s); !st) return s->cb(wrap(st, fmt::format("'{}'", t.id)));
   // Pre-check: refuse when what reclaim cannot take (unreclaimable_floor:

@@ -240,10 +240,12 @@ TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
   e.mounts = {OciMount{"/x", "/y", "", {}}};
   e.devices = {LinuxDevice{"/dev/x", "c", 1, 3, std::nullopt, std::nullopt, std::nullopt, "/dev/x", true}};
   e.device_rules = {DeviceCgroupRule{"c", 1, 3, "rwm"}};
+  e.hooks.poststop = {OciHook{"/bin/s", {}, {}, std::nullopt}};
   json empty = json::object();
   ASSERT_TRUE(apply_to_oci(e, empty));
   EXPECT_EQ(empty["process"]["env"], json({"A=1"}));
   EXPECT_EQ(empty["linux"]["resources"]["devices"].size(), 1u);
+  EXPECT_EQ(empty["hooks"]["poststop"].size(), 1u);
   json bad = json::parse(R"({"process": {"env": "A=1"}})");
   auto r = apply_to_oci(e, bad);
   ASSERT_FALSE(r);
@@ -251,7 +253,10 @@ TEST(CdiEdits, ApplyToOciCreatesSectionsAndRefusesMalformedConfigs) {
   // Each level of a path is checked and named as the spec spells it.
   for (const auto& [config, named] : {std::pair{R"({"process": "x"})", R"("process" has type string)"},
                                       std::pair{R"({"linux": {"resources": []}})", R"("linux.resources" has type array)"},
-                                      std::pair{R"({"linux": {"devices": {}}})", R"("linux.devices" has type object)"}}) {
+                                      std::pair{R"({"linux": {"devices": {}}})", R"("linux.devices" has type object)"},
+                                      std::pair{R"({"mounts": {}})", R"("mounts" has type object)"},
+                                      std::pair{R"({"hooks": []})", R"("hooks" has type array)"},
+                                      std::pair{R"({"hooks": {"poststop": "x"}})", R"("hooks.poststop" has type string)"}}) {
     json c = json::parse(config);
     r = apply_to_oci(e, c);
     ASSERT_FALSE(r) << config;

@@ -32,7 +32,7 @@ using podshim::kernel_test::slurp;
 constexpr int64_t kMi = 1 << 20;
 const std::string kRoot = "/sys/fs/cgroup";
 
-void put(const std::string& p, const std::string& v) {
+void must_put(const std::string& p, const std::string& v) {
   ASSERT_TRUE(podshim::kernel_test::put(p, v)) << "writing " << v << " to " << p;
 }
 uint64_t events(const std::string& rel, const std::string& key) {
@@ -73,7 +73,7 @@ struct Hog {
     // write end the parent itself still holds.
     close(go[0]);
     close(ready[1]);
-    put(kRoot + "/" + rel + "/cgroup.procs", std::to_string(pid));
+    must_put(kRoot + "/" + rel + "/cgroup.procs", std::to_string(pid));
     if (write(go[1], "g", 1) != 1) abort();
     char c;
     if (read(ready[0], &c, 1) != 1) pid = -1;  // the child died before getting ready
@@ -124,7 +124,7 @@ class CgroupKernel : public ::testing::Test {
     ASSERT_EQ(mkdir((kRoot + "/" + rel).c_str(), 0755), 0) << rel << ": " << strerror(errno);
     // Delegate cpu and memory to the children; a leaf must not enable them
     // or it could hold no processes ("no internal processes").
-    if (has_children) put(kRoot + "/" + rel + "/cgroup.subtree_control", "+cpu +memory");
+    if (has_children) must_put(kRoot + "/" + rel + "/cgroup.subtree_control", "+cpu +memory");
   }
   ResizeTarget target(const std::string& id, const std::string& rel, K8sResources r) {
     return ResizeTarget{id, "/" + rel, r};
@@ -135,7 +135,7 @@ class CgroupKernel : public ::testing::Test {
 
 TEST_F(CgroupKernel, ShrinkBelowAnonymousUsageIsRefusedWithoutOomKill) {
   const std::string c1 = base + "/pod/c1";
-  put(kRoot + "/" + c1 + "/memory.max", std::to_string(256 * kMi));
+  must_put(kRoot + "/" + c1 + "/memory.max", std::to_string(256 * kMi));
   Hog hog(c1, 64 * kMi);
   ASSERT_TRUE(hog.alive());
   uint64_t kills_before = events(c1, "oom_kill");
@@ -169,7 +169,7 @@ TEST_F(CgroupKernel, ShrinkOverReclaimablePageCacheIsApplied) {
   }
   ASSERT_EQ(mount("/dev/ram0", "/mnt/pc", "ext2", 0, nullptr), 0) << strerror(errno);
   const std::string c1 = base + "/pod/c1";
-  put(kRoot + "/" + c1 + "/memory.max", std::to_string(256 * kMi));
+  must_put(kRoot + "/" + c1 + "/memory.max", std::to_string(256 * kMi));
   uint64_t usage_before = 0;
   {
     Hog hog(c1, 4 * kMi, "/mnt/pc/cache", 96 * kMi);
