@@ -472,7 +472,7 @@ Reply Api::get_containers(std::string_view id) {
   // podshimd's CPU for 1000 containers. It is shared, not copied, with
   // every connection still sending it.
   const uint64_t seq = s->last_seq();
-  if (list_valid_ && list_seq_ == seq) return Reply{200, "application/json", {}, list_body_};
+  if (list_valid_ && list_seq_ == seq) return Reply{200, "application/json", list_body_};
   out.reserve(s->container_count() * 600 + 16);
   out = "{\"items\":[";
   bool first = true;
@@ -489,7 +489,7 @@ Reply Api::get_containers(std::string_view id) {
     list_seq_ = seq;
     list_body_ = body;
   }
-  return Reply{200, "application/json", {}, std::move(body)};
+  return Reply{200, "application/json", std::move(body)};
 }
 
 Reply Api::register_container(std::string_view body) {

@@ -17,11 +17,17 @@ namespace podshim::status {
 struct Reply {
   int status = 200;
   std::string content_type = "application/json";
-  std::string body;
-  // Instead of `body` when set: a body kept and shared between replies
-  // (the cached container list), sent without a copy.
-  std::shared_ptr<const std::string> shared_body = nullptr;
-  std::string_view text() const { return shared_body ? std::string_view(*shared_body) : std::string_view(body); }
+  // Shared, not copied: the cached container list goes out to every
+  // connection that asked for it from where it is kept.
+  std::shared_ptr<const std::string> body = std::make_shared<const std::string>();
+
+  Reply() = default;
+  Reply(int status, std::string content_type, std::string body)
+      : status(status), content_type(std::move(content_type)),
+        body(std::make_shared<const std::string>(std::move(body))) {}
+  Reply(int status, std::string content_type, std::shared_ptr<const std::string> body)
+      : status(status), content_type(std::move(content_type)), body(std::move(body)) {}
+  std::string_view text() const { return *body; }
 };
 
 // {"error": message} with the given status.

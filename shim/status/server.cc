@@ -122,7 +122,7 @@ struct Conn {
   std::string in;
   std::string out;
   size_t out_off = 0;
-  // Sent after `out`: a reply's shared body (Reply::shared_body).
+  // Sent after `out`: a reply's large body (Reply::body), shared.
   std::shared_ptr<const std::string> tail;
   size_t tail_off = 0;
   HttpRequestReader reader;
@@ -178,6 +178,10 @@ void count_metric(Impl* impl, const HttpRequest& r, int status) {
   impl->deps.metrics->http_requests.inc({{"method", m}, {"code", std::to_string(status)}});
 }
 
+// A body up to this size is copied after the head into `out`: one write
+// instead of two iovecs.
+constexpr size_t kCopiedBody = 4096;
+
 // Queues a complete reply. `close` ends the connection once it is written.
 void respond(Conn* c, Reply&& r, bool close) {
   auto* impl = c->impl;
@@ -196,21 +200,15 @@ void respond(Conn* c, Reply&& r, bool close) {
     c->tail.reset();
     c->tail_off = 0;
   }
-  if (!head && r.shared_body) {
-    // A shared body (the cached container list) is sent from where it is
+  c->out += h;
+  if (head) {
+  } else if (body.size() > kCopiedBody) {
+    // A large body (the container list, a scrape) is sent from where it is
     // kept, after the head: no copy of its size per request.
-    c->out += h;
-    c->tail = std::move(r.shared_body);
+    c->tail = std::move(r.body);
     c->tail_off = 0;
-  } else if (!head && c->out_off == c->out.size() && r.body.size() > 4096) {
-    // A large body becomes the output buffer itself, the head moved in
-    // front of it: no second buffer of its size to fault in and copy into.
-    r.body.insert(0, h);
-    c->out = std::move(r.body);
-    c->out_off = 0;
   } else {
-    c->out += h;
-    if (!head) c->out += body;
+    c->out += body;
   }
   count_metric(impl, c->req, r.status);
   c->phase = close ? Phase::Closing : Phase::Reply;

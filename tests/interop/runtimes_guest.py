@@ -304,6 +304,13 @@ class Podshimd:
         self.proc = subprocess.Popen([self.exe] + self.args, stdout=subprocess.DEVNULL,
                                      stderr=open(self.log_path, "a"), stdin=subprocess.DEVNULL)
 
+    def start_registered(self, why="podshimd to register"):
+        """Starts podshimd and waits until it has registered with the
+        runtime and synchronized (what its log says from this start on)."""
+        mark = len(self.log())
+        self.start()
+        wait_for(lambda: "NRI: registered and synchronized" in self.log()[mark:], 60, why)
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
@@ -561,8 +568,7 @@ def no_drift_at_creation(d, rt, pod):
 
 def podshimd_cell(a, rt, base, summary):
     d = Podshimd(a.podshimd, a.podshimctl, f"podshimd-{rt.tag}")
-    d.start()
-    wait_for(lambda: "NRI: registered and synchronized" in d.log(), 60, "podshimd to register")
+    d.start_registered()
     m = re.search(r"configured by (\S+) (\S+)", d.log())
     log(f"podshimd registered with {m.group(1)} {m.group(2)}")
     pod = rt.cri.runp("pod-a", "11111111-2222-4333-8444-555555555555")
@@ -601,9 +607,7 @@ def podshimd_cell(a, rt, base, summary):
             elif running_side == "stub":
                 null.stop()
             if side == "podshimd":
-                mark = len(d.log())
-                d.start()
-                wait_for(lambda: "NRI: registered and synchronized" in d.log()[mark:], 60, "podshimd to re-register")
+                d.start_registered("podshimd to re-register")
             elif side == "stub":
                 null.start()
             running_side = side
@@ -630,10 +634,8 @@ def podshimd_cell(a, rt, base, summary):
     check(all(rt.cri.state(c)[0] == "RUNNING" for c in running + [away]),
           f"{rt.tag} kept every container running while podshimd was away")
     running.append(away)
-    mark = len(d.log())
     t = time.monotonic()
-    d.start()
-    wait_for(lambda: "NRI: registered and synchronized" in d.log()[mark:], 60, "podshimd to resynchronize")
+    d.start_registered("podshimd to resynchronize")
     rt_mark = rt.log_len()
     log(f"podshimd restarted and resynchronized in {time.monotonic() - t:.1f} s (TCG)")
     time.sleep(0.5)

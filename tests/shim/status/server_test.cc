@@ -305,7 +305,7 @@ TEST_F(ServerTest, RegistrationWorksWhereOpenat2IsMissing) {
     for (const char* c : {"real", "link", "nope"}) {
       auto r = api.handle("POST", "/v1/containers",
                           json{{"id", c}, {"podUid", "pod1"}, {"cgroupPath", std::string("/kubepods/pod1/") + c}}.dump());
-      answers += std::to_string(r.status) + " " + r.body;
+      answers += std::to_string(r.status) + " " + std::string(r.text());
     }
     (void)!write(out[1], answers.data(), answers.size());
     _exit(0);
