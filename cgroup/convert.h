@@ -38,6 +38,15 @@ struct K8sResources {
   bool operator==(const K8sResources&) const = default;
 };
 
+// What the scheduler counts a container for: its request, or its limit where
+// no request is set (the apiserver defaults a missing request to the limit).
+inline int64_t effective_cpu_request(const K8sResources& r) {
+  return r.cpu_request_milli ? *r.cpu_request_milli : r.cpu_limit_milli.value_or(0);
+}
+inline int64_t effective_memory_request(const K8sResources& r) {
+  return r.memory_request_bytes ? *r.memory_request_bytes : r.memory_limit_bytes.value_or(0);
+}
+
 inline constexpr int64_t kMilliCpuPerCpu = 1000;
 inline constexpr uint64_t kSharesPerCpu = 1024;
 inline constexpr uint64_t kMinShares = 2;       // kubelet MinShares

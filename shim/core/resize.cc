@@ -19,14 +19,8 @@ namespace {
 
 using std::optional;
 
-// The request the scheduler and the kubelet count: request, or the limit when
-// only a limit is set (apiserver defaulting).
-int64_t eff_cpu_req(const K8sResources& r) {
-  return r.cpu_request_milli ? *r.cpu_request_milli : r.cpu_limit_milli.value_or(0);
-}
-int64_t eff_mem_req(const K8sResources& r) {
-  return r.memory_request_bytes ? *r.memory_request_bytes : r.memory_limit_bytes.value_or(0);
-}
+using cgroup::effective_cpu_request;
+using cgroup::effective_memory_request;
 
 bool cpu_differs(const K8sResources& a, const K8sResources& b) {
   return a.cpu_request_milli != b.cpu_request_milli || a.cpu_limit_milli != b.cpu_limit_milli;
@@ -497,7 +491,7 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(cons
   if (f.pod)
     if (auto k = cgroup::check_kernel_limits(f.new_total); !k)
       return Unexpected(std::move(k).error().wrap(fmt::format("pod '{}' cgroup", f.pod_uid)));
-  const int64_t cpu_need = eff_cpu_req(f.new_total), mem_need = eff_mem_req(f.new_total);
+  const int64_t cpu_need = effective_cpu_request(f.new_total), mem_need = effective_memory_request(f.new_total);
   if (mem_need > allocatable_.memory_bytes || cpu_need > allocatable_.cpu_milli) {
     const bool mem = mem_need > allocatable_.memory_bytes;
     // The kubelet's wording (pkg/kubelet/kubelet.go canResizePod).
@@ -506,17 +500,25 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(cons
                                                   mem ? allocatable_.memory_bytes : allocatable_.cpu_milli)};
   }
   // Decreases are always admitted.
-  if (cpu_need <= eff_cpu_req(old_total) && mem_need <= eff_mem_req(old_total)) return std::optional<Pending>{};
+  if (cpu_need <= effective_cpu_request(old_total) && mem_need <= effective_memory_request(old_total)) return std::optional<Pending>{};
+  // What the others hold is at most every container's allocated requests
+  // plus every running actuation's target (both kept as sums): when the
+  // increase fits next to that, it fits, without a scan of every container
+  // (one per increase, 1000 containers: a tenth of a resize's CPU).
+  const Store::Requests all = store_.allocated_requests();
+  if (all.cpu_milli + running_requests_.cpu_milli + cpu_need <= allocatable_.cpu_milli &&
+      all.memory_bytes + running_requests_.memory_bytes + mem_need <= allocatable_.memory_bytes)
+    return std::optional<Pending>{};
   // An increase that does not fit next to what the other pods hold (their
   // allocated requests) waits.
   int64_t cpu_used = 0, mem_used = 0;
   store_.for_each_container([&](const Container& c) {
     if (!f.pod_uid.empty() ? c.pod_uid == f.pod_uid : f.ids.count(c.id) > 0) return;
-    cpu_used += eff_cpu_req(allocation(c));
-    mem_used += eff_mem_req(allocation(c));
+    cpu_used += effective_cpu_request(allocation(c));
+    mem_used += effective_memory_request(allocation(c));
   });
-  const bool mem = mem_need > eff_mem_req(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
-  const bool cpu = cpu_need > eff_cpu_req(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
+  const bool mem = mem_need > effective_memory_request(old_total) && mem_used + mem_need > allocatable_.memory_bytes;
+  const bool cpu = cpu_need > effective_cpu_request(old_total) && cpu_used + cpu_need > allocatable_.cpu_milli;
   if (!mem && !cpu) return std::optional<Pending>{};
   return Pending{kReasonDeferred, fmt::format("Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
                                               mem ? "memory" : "cpu", mem ? mem_need : cpu_need,
@@ -625,7 +627,7 @@ void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
     Container stored = it.c;
     if (it.actuated) {
       Running& r = running_[it.c.id];
-      r.target = it.next;
+      set_running_target(r, it.next);
       r.count++;
       // Allocated when the actuation has run (it sees the values before).
       stored.allocated = it.before;
@@ -644,7 +646,10 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     for (const auto& it : f->items) {
       if (!it.actuated) continue;
       auto r = running_.find(it.c.id);
-      if (r != running_.end() && --r->second.count <= 0) running_.erase(r);
+      if (r != running_.end() && --r->second.count <= 0) {
+        set_running_target(r->second, {});
+        running_.erase(r);
+      }
     }
   } else {
     // The containers not actuated are stored as admitted.
@@ -776,7 +781,14 @@ std::optional<cgroup::Actual> ResizeManager::read_after(const cgroup::ResizeRepo
   return std::nullopt;
 }
 
+void ResizeManager::set_running_target(Running& r, const K8sResources& target) {
+  running_requests_.cpu_milli += effective_cpu_request(target) - effective_cpu_request(r.target);
+  running_requests_.memory_bytes += effective_memory_request(target) - effective_memory_request(r.target);
+  r.target = target;
+}
+
 const K8sResources& ResizeManager::allocation(const Container& c) const {
+  if (running_.empty()) return c.allocated;
   auto r = running_.find(c.id);
   return r != running_.end() ? r->second.target : c.allocated;
 }

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -214,7 +215,10 @@ class ResizeManager {
     K8sResources target;
     int count = 0;
   };
-  std::map<std::string, Running, std::less<>> running_;
+  std::unordered_map<std::string, Running> running_;  // by container id: looked up for every container of a resized pod
+  // The running targets' effective requests, summed (check_capacity's bound).
+  Store::Requests running_requests_;
+  void set_running_target(Running& r, const K8sResources& target);
 };
 
 }  // namespace podshim::core

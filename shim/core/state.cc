@@ -19,9 +19,12 @@ namespace podshim::core {
 
 namespace {
 
+// Per-object files, as versions before the snapshot wrote them: read at
+// open, removed once a snapshot holds them.
 constexpr std::string_view kPodsDir = "pods";
 constexpr std::string_view kContainersDir = "containers";
 constexpr std::string_view kSuffix = ".json";
+constexpr std::string_view kSnapshot = "snapshot";
 constexpr std::string_view kJournal = "journal";
 constexpr std::string_view kJournalOld = "journal.old";
 
@@ -135,14 +138,14 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   PODSHIM_TRY(fs::mkdir_p(state_dir, 0700));
   auto dir = fs::open_dir(state_dir);
   if (!dir) return wrap(dir, fmt::format("opening state dir {}", state_dir));
-  for (auto sub : {kPodsDir, kContainersDir}) {
-    if (mkdirat(dir->get(), std::string(sub).c_str(), 0700) != 0 && errno != EEXIST) {
-      return fail_errno("creating {}/{}", state_dir, sub);
-    }
-  }
   std::unique_ptr<Store> s(new Store());
   s->dirfd_ = std::move(*dir);
-  PODSHIM_TRY(s->load());
+  PODSHIM_TRY(s->load_object_files());
+  struct stat snap {};
+  if (fstatat(s->dirfd_.get(), std::string(kSnapshot).c_str(), &snap, AT_SYMLINK_NOFOLLOW) == 0) {
+    PODSHIM_TRY(s->replay_journal(kSnapshot));
+    s->snapshot_bytes_ = static_cast<uint64_t>(snap.st_size);
+  }
   auto j = fs::open_beneath(s->dirfd_.get(), kJournal, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (!j) return wrap(j, fmt::format("opening {}/{}", state_dir, kJournal));
   s->journal_ = std::move(*j);
@@ -152,13 +155,15 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
     PODSHIM_TRY(s->replay_journal(kJournalOld));
   }
   PODSHIM_TRY(s->replay_journal(kJournal));
-  // Start every run with the files up to date and an empty journal.
+  // Start every run with the snapshot up to date and an empty journal; the
+  // object files of an earlier version are in it now.
   PODSHIM_TRY(s->compact());
+  s->remove_leftovers();
   return s;
 }
 
-// Journal records, one line each; ids are validated ([A-Za-z0-9_.-]) and the
-// JSON of an object has no raw newline:
+// Journal (and snapshot) records, one line each; ids are validated
+// ([A-Za-z0-9_.-]) and the JSON of an object has no raw newline:
 //   P <pod json>      C <container json>      p <uid>      c <id>
 Result<void> Store::replay_journal(std::string_view name) {
   auto text = fs::read_file_at(dirfd_.get(), name, 1ull << 30);
@@ -192,14 +197,13 @@ Result<void> Store::replay_journal(std::string_view name) {
       std::string id(arg);
       if (op == 'p') {
         pods_.erase(id);
-        dirty_pods_.insert(id);
       } else {
         if (auto it = containers_.find(id); it != containers_.end()) {
           index_remove(it->second);
+          tally(it->second, -1);
           containers_.erase(it);
         }
         json_.erase(id);
-        dirty_containers_.insert(id);
       }
       continue;
     }
@@ -214,7 +218,6 @@ Result<void> Store::replay_journal(std::string_view name) {
         bad(p ? "invalid pod uid" : p.error().message);
         continue;
       }
-      dirty_pods_.insert(p->uid);
       pods_[p->uid] = std::move(*p);
     } else if (op == 'C') {
       auto c = container_from_json(j);
@@ -222,13 +225,14 @@ Result<void> Store::replay_journal(std::string_view name) {
         bad(c ? "invalid container or pod id" : c.error().message);
         continue;
       }
-      dirty_containers_.insert(c->id);
       json_.erase(c->id);
       auto it = containers_.find(c->id);
       if (it != containers_.end()) index_remove(it->second);
       else it = containers_.emplace(c->id, Container{}).first;
       index_add(it, c->pod_uid);
+      tally(it->second, -1);
       it->second = std::move(*c);
+      tally(it->second, 1);
     } else {
       bad("unknown record type");
     }
@@ -236,57 +240,42 @@ Result<void> Store::replay_journal(std::string_view name) {
   return {};
 }
 
-// What a compaction writes: each changed object's file as it stood when the
-// snapshot was taken (nullopt: removed).
+// What a compaction writes: every object as it stood when the snapshot was
+// taken, as journal records ("P <json>" and "C <json>" lines).
 struct Store::Snapshot {
-  std::vector<std::pair<std::string, std::optional<std::string>>> files;
-  std::vector<std::string> pods, containers;  // made dirty again if it fails
+  std::string text;
 };
 
-// Takes the changed objects' files as they stand now and clears the dirty
-// sets; redirty() gives them back if writing fails.
-Store::Snapshot Store::take_snapshot() {
+Store::Snapshot Store::take_snapshot() const {
   Snapshot snap;
-  for (const auto& id : dirty_pods_) {
-    auto it = pods_.find(id);
-    snap.files.emplace_back(fmt::format("{}/{}{}", kPodsDir, id, kSuffix),
-                            it == pods_.end() ? std::nullopt : std::optional<std::string>(json_string(it->second)));
-    snap.pods.push_back(id);
+  size_t size = 0;
+  for (const auto& [id, j] : json_) size += j.size() + 3;
+  snap.text.reserve(size + pods_.size() * 256);
+  for (const auto& [uid, p] : pods_) {
+    snap.text += "P ";
+    snap.text += json_string(p);
+    snap.text += '\n';
   }
-  for (const auto& id : dirty_containers_) {
-    auto it = containers_.find(id);
-    std::optional<std::string> file;
-    if (it != containers_.end()) {
-      auto cached = json_.find(id);
-      file = cached != json_.end() ? cached->second : json_string(it->second);
-    }
-    snap.files.emplace_back(fmt::format("{}/{}{}", kContainersDir, id, kSuffix), std::move(file));
-    snap.containers.push_back(id);
+  for (const auto& [id, c] : containers_) {
+    snap.text += "C ";
+    if (auto cached = json_.find(id); cached != json_.end()) snap.text += cached->second;
+    else snap.text += json_string(c);
+    snap.text += '\n';
   }
-  dirty_pods_.clear();
-  dirty_containers_.clear();
   return snap;
 }
 
-void Store::redirty(const Snapshot& snap) {
-  dirty_pods_.insert(snap.pods.begin(), snap.pods.end());
-  dirty_containers_.insert(snap.containers.begin(), snap.containers.end());
-}
-
-// Brings the per-object files up to date with what the journal holds, makes
-// them durable, then empties the journal (in that order: a crash in between
-// replays the journal over files that already agree with it).
+// Brings the snapshot up to date with what the journal holds, durably, then
+// empties the journal (in that order: a crash in between replays the journal
+// over a snapshot that already agrees with it).
 Result<void> Store::compact() {
   if (!dirfd_ || !journal_) return {};
-  if (dirty_pods_.empty() && dirty_containers_.empty() && journal_bytes_ == 0) {
-    struct stat st {};
-    if (fstat(journal_.get(), &st) == 0 && st.st_size == 0) return {};
-  }
+  struct stat st {};
+  if (journal_bytes_ == 0 && !old_journal_ && !object_files_ && fstat(journal_.get(), &st) == 0 && st.st_size == 0)
+    return {};
   auto snap = take_snapshot();
-  if (auto r = write_snapshot(snap); !r) {
-    redirty(snap);
-    return r;
-  }
+  PODSHIM_TRY(write_snapshot(snap));
+  snapshot_bytes_ = snap.text.size();
   if (ftruncate(journal_.get(), 0) != 0) return fail_errno("emptying the state journal");
   journal_bytes_ = 0;
   if (old_journal_) {
@@ -297,19 +286,22 @@ Result<void> Store::compact() {
   return {};
 }
 
-// Writes a snapshot's files and makes them durable. Runs on the compaction
-// thread too: only files, no member but the (constant) directory fd.
+// Writes a snapshot durably: a new file (fsynced) renamed over the old one,
+// then the directory synced. One file, however many objects changed: the
+// per-object files this replaces cost ext4's inode allocator ~0.4 ms of CPU
+// each (1000 changed containers: 430 ms on the compaction thread, beside the
+// loop on a 2-core node). Runs on the compaction thread too: no member but
+// the (constant) directory fd.
 Result<void> Store::write_snapshot(const Snapshot& snap) const {
-  for (const auto& [rel, json] : snap.files) {
-    if (!json) {
-      if (unlinkat(dirfd_.get(), rel.c_str(), 0) != 0 && errno != ENOENT) return fail_errno("removing state file {}", rel);
-      continue;
-    }
-    auto r = fs::write_file_atomic_at(dirfd_.get(), rel, *json, 0600, /*durable=*/false);
-    if (!r) return wrap(r, fmt::format("persisting {}", rel));
-  }
-  if (syncfs(dirfd_.get()) != 0) return fail_errno("syncing the state dir");
+  auto r = fs::write_file_atomic_at(dirfd_.get(), kSnapshot, snap.text, 0600, /*durable=*/true);
+  if (!r) return wrap(r, fmt::format("persisting the state {}", kSnapshot));
   return {};
+}
+
+uint64_t Store::compact_threshold() const {
+  // At least the snapshot's own size, so that rewriting it stays a fixed
+  // share of what is appended however many objects there are.
+  return std::max<uint64_t>(kJournalCompactBytes, snapshot_bytes_);
 }
 
 bool Store::start_compaction() {
@@ -326,10 +318,11 @@ bool Store::start_compaction() {
   journal_bytes_ = 0;
   old_journal_ = true;
   auto snap = std::make_shared<Snapshot>(take_snapshot());
+  snapshot_bytes_ = snap->text.size();
   compacting_ = true;
   auto finish = [this, snap] {
     auto r = write_snapshot(*snap);
-    // The files now hold everything journal.old did.
+    // The snapshot now holds everything journal.old did.
     if (r && unlinkat(dirfd_.get(), std::string(kJournalOld).c_str(), 0) != 0 && errno != ENOENT)
       r = fail_errno("removing the state journal {}", kJournalOld);
     std::lock_guard lk(mu_);
@@ -339,8 +332,7 @@ bool Store::start_compaction() {
       return;
     }
     // journal.old stays, so a crash loses nothing; the next compaction runs
-    // in place and retries these objects.
-    redirty(*snap);
+    // in place (a snapshot of everything, so nothing is missed).
     log::warn("state: compacting the journal failed: {}", r.error().message);
   };
   try {
@@ -351,9 +343,10 @@ bool Store::start_compaction() {
   return true;
 }
 
-Result<void> Store::load() {
+Result<void> Store::load_object_files() {
   for (auto sub : {kPodsDir, kContainersDir}) {
     auto d = fs::open_beneath(dirfd_.get(), sub, O_RDONLY | O_DIRECTORY);
+    if (!d && d.error().code == ENOENT) continue;  // none: a new dir, or one a snapshot holds
     if (!d) return wrap(d, fmt::format("opening state {}", sub));
     int dupfd = fcntl(d->get(), F_DUPFD_CLOEXEC, 0);
     if (dupfd < 0) return fail_errno("dup state dir");
@@ -391,6 +384,7 @@ Result<void> Store::load() {
         bad("invalid JSON");
         continue;
       }
+      object_files_ = true;
       std::string id = name.substr(0, name.size() - kSuffix.size());
       if (sub == kPodsDir) {
         auto p = pod_from_json(j);
@@ -402,11 +396,45 @@ Result<void> Store::load() {
         if (!c) { bad(c.error().message); continue; }
         if (c->id != id) { bad(fmt::format("id '{}' does not match the file name", c->id)); continue; }
         auto [it, added] = containers_.emplace(c->id, std::move(*c));
-        if (added) index_add(it, it->second.pod_uid);
+        if (added) {
+          index_add(it, it->second.pod_uid);
+          tally(it->second, 1);
+        }
       }
     }
   }
   return {};
+}
+
+// Once the snapshot holds what they held: the object files of an earlier
+// version (a corrupt one moved aside stays, for its owner to look at), and
+// a snapshot's temporary file that a crash left.
+void Store::remove_leftovers() {
+  auto unlink_matching = [](int dfd, auto&& match) {
+    int dupfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    if (dupfd < 0) return;
+    DIR* dp = fdopendir(dupfd);
+    if (!dp) {
+      close(dupfd);
+      return;
+    }
+    std::vector<std::string> names;
+    while (dirent* de = readdir(dp))
+      if (match(std::string_view(de->d_name))) names.emplace_back(de->d_name);
+    closedir(dp);
+    for (const auto& n : names)
+      if (unlinkat(dfd, n.c_str(), 0) != 0 && errno != ENOENT)
+        log::warn("state: removing {}: {}", n, errno_string(errno));
+  };
+  unlink_matching(dirfd_.get(), [](std::string_view n) { return n.starts_with("." + std::string(kSnapshot) + ".tmp."); });
+  if (!object_files_) return;
+  for (auto sub : {kPodsDir, kContainersDir}) {
+    auto d = fs::open_beneath(dirfd_.get(), sub, O_RDONLY | O_DIRECTORY);
+    if (!d) continue;
+    unlink_matching(d->get(), [](std::string_view n) { return n.ends_with(kSuffix) || n.find(".tmp.") != n.npos; });
+    (void)unlinkat(dirfd_.get(), std::string(sub).c_str(), AT_REMOVEDIR);  // ENOTEMPTY: a .corrupt file stays
+  }
+  object_files_ = false;
 }
 
 Result<void> Store::persist(std::string_view dir, std::string_view name, const std::string* json) {
@@ -434,13 +462,12 @@ Result<void> Store::persist(std::string_view dir, std::string_view name, const s
     off += static_cast<size_t>(n);
   }
   journal_bytes_ += rec.size();
-  (pod ? dirty_pods_ : dirty_containers_).emplace(name);
   return {};
 }
 
 // Called once a change is in the map as well as in the journal.
 void Store::maybe_compact() {
-  if (!journal_ || journal_bytes_ < kJournalCompactBytes || batch_depth_ > 0 || compacting_) return;
+  if (!journal_ || journal_bytes_ < compact_threshold() || batch_depth_ > 0 || compacting_) return;
   if (compactor_.joinable()) compactor_.join();  // finished: compacting_ is false
   // In the background, unless an earlier one failed (journal.old is still
   // there: the files must catch up with it first, in place).
@@ -479,6 +506,16 @@ void Store::index_add(Containers::iterator it, std::string_view pod_uid) {
   auto p = by_pod_.find(pod_uid);
   if (p == by_pod_.end()) p = by_pod_.emplace(std::string(pod_uid), std::map<std::string_view, const Container*>{}).first;
   p->second[it->first] = &it->second;
+}
+
+void Store::tally(const Container& c, int sign) {
+  allocated_.cpu_milli += sign * cgroup::effective_cpu_request(c.allocated);
+  allocated_.memory_bytes += sign * cgroup::effective_memory_request(c.allocated);
+}
+
+Store::Requests Store::allocated_requests() const {
+  std::lock_guard lk(mu_);
+  return allocated_;
 }
 
 void Store::index_remove(const Container& c) {
@@ -547,7 +584,9 @@ Result<void> Store::upsert_container(Container c) {
     index_remove(it->second);
     index_add(it, c.pod_uid);
   }
+  tally(it->second, -1);
   it->second = std::move(c);
+  tally(it->second, 1);
   if (dirfd_) json_.insert_or_assign(it->first, std::move(j));
   Event ev;
   ev.type = EventType::ContainerUpserted;
@@ -564,6 +603,7 @@ Result<bool> Store::remove_container(std::string_view id) {
   if (it == containers_.end()) return false;
   PODSHIM_TRY(persist(kContainersDir, id, nullptr));
   index_remove(it->second);
+  tally(it->second, -1);
   if (auto cached = json_.find(id); cached != json_.end()) json_.erase(cached);
   auto node = containers_.extract(it);
   Event ev;

@@ -203,17 +203,20 @@ struct Event {
 };
 
 // The model. In memory only (NRI mode), or — hooks-only mode — also persisted:
-// one JSON file per object under <state_dir>/pods and <state_dir>/containers,
-// plus <state_dir>/journal, an append-only log of the changes made since those
-// files were last brought up to date. A change costs one write() to the
-// journal (see persist()); replacing the object's file each time (a new inode,
+// <state_dir>/snapshot, every object as one record per line, plus
+// <state_dir>/journal, an append-only log of the changes made since the
+// snapshot was written (the same records). A change costs one write() to the
+// journal (see persist()); replacing an object's file each time (a new inode,
 // a rename, and ext4's flush of the new data on rename, auto_da_alloc) was
-// about 85% of a status-socket resize. The files are rewritten, and the
-// journal emptied, at open and when it passes kJournalCompactBytes: then the
-// journal is renamed to <state_dir>/journal.old, a new one takes the changes
-// that follow, and a thread of its own writes the files and syncs them (for a
-// thousand changed containers that took the loop 0.9 s) before it removes
-// journal.old; open() replays journal.old, then journal. Thread-safe; subscribers are called
+// about 85% of a status-socket resize. The snapshot is rewritten, and the
+// journal emptied, at open and when the journal passes kJournalCompactBytes
+// (or the snapshot's size, if larger): then the journal is renamed to
+// <state_dir>/journal.old, a new one takes the changes that follow, and a
+// thread of its own writes the snapshot (a new file, fsynced, renamed over
+// the old one) before it removes journal.old; open() replays the snapshot,
+// journal.old, then journal. The per-object files pods/<uid>.json and
+// containers/<id>.json of earlier versions are read at open and removed once
+// the snapshot holds them. Thread-safe; subscribers are called
 // under the store's lock, in sequence order, and may read the store but must
 // not mutate it from the callback.
 class Store {
@@ -223,8 +226,9 @@ class Store {
   using Subscriber = std::function<void(const Event&)>;
 
   // Hooks-only mode: opens (creating it 0700) and loads `state_dir`, and
-  // persists every registration. A corrupt or unreadable object file is moved
-  // aside to "<name>.corrupt" and reported in load_warnings(); it never stops
+  // persists every registration. A corrupt record is skipped, a corrupt or
+  // unreadable object file of an earlier version moved aside to
+  // "<name>.corrupt"; both are reported in load_warnings() and never stop
   // the daemon.
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
   // NRI mode (and tests): a store that persists nothing; the runtime's
@@ -253,6 +257,13 @@ class Store {
   std::vector<Container> containers_of(std::string_view pod_uid) const;
   size_t container_count() const;
   size_t pod_count() const;
+  // The effective requests (cgroup::effective_cpu_request) of every
+  // container's `allocated`, summed; kept as containers change, so reading
+  // it is not a scan.
+  struct Requests {
+    int64_t cpu_milli = 0, memory_bytes = 0;
+  };
+  Requests allocated_requests() const;
   // Calls `fn` with the object under the store's lock, without copying it;
   // false (and no call) when there is none. `fn` must not call back into the
   // store.
@@ -297,17 +308,18 @@ class Store {
 
  private:
   Store() = default;
-  Result<void> load();
+  Result<void> load_object_files();
   Result<void> replay_journal(std::string_view name);
   Result<void> compact();
+  void remove_leftovers();
+  uint64_t compact_threshold() const;
   void maybe_compact();
   // Rotates the journal and starts the background compaction; false when it
   // could not rotate (the caller compacts in place).
   bool start_compaction();
   struct Snapshot;
   Result<void> write_snapshot(const Snapshot& snap) const;
-  Snapshot take_snapshot();
-  void redirty(const Snapshot& snap);
+  Snapshot take_snapshot() const;
   Result<void> persist(std::string_view dir, std::string_view name, const std::string* json);
   void emit(Event& ev);
 
@@ -317,8 +329,9 @@ class Store {
   uint64_t journal_bytes_ = 0;
   std::thread compactor_;
   bool compacting_ = false;       // compactor_ has not finished (under mu_)
-  bool old_journal_ = false;      // journal.old exists and is not yet in the files
-  std::set<std::string, std::less<>> dirty_pods_, dirty_containers_;  // newer in the journal than on file
+  bool old_journal_ = false;      // journal.old exists and is not yet in the snapshot
+  bool object_files_ = false;     // an earlier version's object files were loaded
+  uint64_t snapshot_bytes_ = 0;   // the size of the last snapshot taken
   std::map<std::string, Pod, std::less<>> pods_;
   using Containers = std::map<std::string, Container, std::less<>>;
   Containers containers_;
@@ -330,6 +343,9 @@ class Store {
   std::map<std::string, std::map<std::string_view, const Container*>, std::less<>> by_pod_;
   void index_add(Containers::iterator it, std::string_view pod_uid);
   void index_remove(const Container& c);
+  // Adds (sign 1) or takes away (-1) a container's share of allocated_.
+  void tally(const Container& c, int sign);
+  Requests allocated_;
   // A container's JSON as upsert_container last wrote it to the journal
   // (hooks-only mode, where a store has a state dir): the status socket's
   // answers and the compaction reuse it instead of serializing the

@@ -65,6 +65,14 @@ TEST(Store, PersistsAcrossReopen) {
   EXPECT_EQ(p->labels.get("app"), std::optional<std::string_view>("x"));
 }
 
+// The snapshot's text: what a compaction last wrote.
+std::string snapshot_of(const TempDir& d) {
+  std::ifstream in(d.path() + "/snapshot");
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// An earlier version kept one file per object: a corrupt one is moved aside
+// and the others load.
 TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
   TempDir d;
   {
@@ -72,6 +80,7 @@ TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
     ASSERT_TRUE(s);
     ASSERT_TRUE((*s)->upsert_container(sample("good")));
   }
+  stdfs::create_directories(d.path() + "/containers");
   std::ofstream(d.path() + "/containers/bad.json") << "{not json";
   std::ofstream(d.path() + "/containers/other.json") << R"({"id":"mismatch"})";
   auto s = Store::open(d.path());
@@ -81,6 +90,35 @@ TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
   EXPECT_FALSE((*s)->container("bad"));
   EXPECT_TRUE(stdfs::exists(d.path() + "/containers/bad.json.corrupt"));
   EXPECT_FALSE(stdfs::exists(d.path() + "/containers/bad.json"));
+}
+
+// The object files of an earlier version are read at open, written into
+// the snapshot, and removed; the next open finds them there.
+TEST(Store, ObjectFilesOfAnEarlierVersionMoveIntoTheSnapshot) {
+  TempDir d;
+  stdfs::create_directories(d.path() + "/containers");
+  stdfs::create_directories(d.path() + "/pods");
+  std::ofstream(d.path() + "/containers/old.json") << json_string(sample("old"));
+  Pod p;
+  p.uid = "pod-1";
+  std::ofstream(d.path() + "/pods/pod-1.json") << json_string(p);
+  std::ofstream(d.path() + "/.snapshot.tmp.1") << "left by a crash";
+  {
+    auto s = Store::open(d.path());
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_TRUE((*s)->load_warnings().empty());
+    EXPECT_TRUE((*s)->container("old"));
+    EXPECT_TRUE((*s)->pod("pod-1"));
+  }
+  EXPECT_FALSE(stdfs::exists(d.path() + "/containers"));
+  EXPECT_FALSE(stdfs::exists(d.path() + "/pods"));
+  EXPECT_FALSE(stdfs::exists(d.path() + "/.snapshot.tmp.1"));
+  EXPECT_NE(snapshot_of(d).find("C {"), std::string::npos);
+  auto s = Store::open(d.path());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)->load_warnings().empty());
+  EXPECT_EQ(to_json(*(*s)->container("old")), to_json(sample("old")));
+  EXPECT_TRUE((*s)->pod("pod-1"));
 }
 
 TEST(Store, RejectsHostileIds) {
@@ -214,7 +252,7 @@ TEST(Store, JournalReplaysChangesNotYetInTheFiles) {
     ASSERT_TRUE((*s)->update_container("a", [](Container& c) { c.generation = 7; }));
     ASSERT_TRUE((*s)->remove_container("b"));
     // Nothing compacted yet: the changes are only in the journal.
-    EXPECT_FALSE(stdfs::exists(d.path() + "/containers/a.json"));
+    EXPECT_FALSE(stdfs::exists(d.path() + "/snapshot"));
     EXPECT_GT(stdfs::file_size(d.path() + "/journal"), 0u);
   }  // no clean shutdown step: as after kill -9
   auto s = Store::open(d.path());
@@ -225,10 +263,10 @@ TEST(Store, JournalReplaysChangesNotYetInTheFiles) {
   EXPECT_EQ(a->generation, 7);
   EXPECT_FALSE((*s)->container("b"));
   EXPECT_EQ((*s)->containers_of("pod-1").size(), 1u);
-  // Opening compacted: the files agree and the journal is empty.
+  // Opening compacted: the snapshot agrees and the journal is empty.
   EXPECT_EQ(stdfs::file_size(d.path() + "/journal"), 0u);
-  EXPECT_TRUE(stdfs::exists(d.path() + "/containers/a.json"));
-  EXPECT_FALSE(stdfs::exists(d.path() + "/containers/b.json"));
+  EXPECT_NE(snapshot_of(d).find("\"id\":\"a\""), std::string::npos);
+  EXPECT_EQ(snapshot_of(d).find("\"id\":\"b\""), std::string::npos);
 }
 
 TEST(Store, JournalIgnoresATornLastRecordAndBadLines) {
@@ -260,7 +298,7 @@ TEST(Store, JournalIsCompactedPastItsBound) {
     ASSERT_TRUE(s);
     ASSERT_TRUE((*s)->upsert_container(sample("a")));
     ASSERT_TRUE((*s)->upsert_container(sample("b")));
-    while (stdfs::exists(d.path() + "/containers/a.json") == false) {
+    while (stdfs::exists(d.path() + "/snapshot") == false) {
       ASSERT_TRUE((*s)->update_container("a", [&](Container& c) { c.generation = ++g; }));
       ASSERT_LT(g, 100000) << "never compacted";
     }
@@ -270,8 +308,7 @@ TEST(Store, JournalIsCompactedPastItsBound) {
     (*s)->drain();
     EXPECT_FALSE(stdfs::exists(d.path() + "/journal.old"));
     EXPECT_LT(stdfs::file_size(d.path() + "/journal"), Store::kJournalCompactBytes);
-    std::ifstream in(d.path() + "/containers/a.json");
-    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = snapshot_of(d);
     EXPECT_NE(text.find("\"generation\":"), std::string::npos);
     EXPECT_EQ(text.find(fmt::format("\"generation\":{}", g)), std::string::npos)
         << "the file holds the value at the rotation, the journal what came after";
@@ -317,8 +354,53 @@ TEST(Store, ACompactionCutShortLosesNothing) {
   // Opening compacted both away.
   EXPECT_FALSE(stdfs::exists(d.path() + "/journal.old"));
   EXPECT_EQ(stdfs::file_size(d.path() + "/journal"), 0u);
-  EXPECT_TRUE(stdfs::exists(d.path() + "/containers/a.json"));
-  EXPECT_FALSE(stdfs::exists(d.path() + "/containers/b.json"));
+  EXPECT_NE(snapshot_of(d).find("\"generation\":9"), std::string::npos);
+  EXPECT_EQ(snapshot_of(d).find("\"id\":\"b\""), std::string::npos);
+}
+
+// The summed allocated requests equal a scan of every container after each
+// kind of change, and after a reopen (snapshot and journal replayed).
+TEST(Store, AllocatedRequestsFollowEveryChange) {
+  using Pair = std::pair<int64_t, int64_t>;
+  TempDir d;
+  auto scan = [](const Store& s) {
+    Store::Requests r;
+    s.for_each_container([&](const Container& c) {
+      r.cpu_milli += cgroup::effective_cpu_request(c.allocated);
+      r.memory_bytes += cgroup::effective_memory_request(c.allocated);
+    });
+    return std::pair(r.cpu_milli, r.memory_bytes);
+  };
+  auto kept = [](const Store& s) {
+    auto r = s.allocated_requests();
+    return std::pair(r.cpu_milli, r.memory_bytes);
+  };
+  auto mem = Store::in_memory();
+  {
+    auto opened = Store::open(d.path());
+    ASSERT_TRUE(opened) << opened.error().message;
+    for (Store* s : {mem.get(), opened->get()}) {
+      ASSERT_TRUE(s->upsert_container(sample("a")));
+      ASSERT_TRUE(s->upsert_container(sample("b")));
+      EXPECT_EQ(kept(*s), Pair(500, 256 << 20));
+      ASSERT_TRUE(s->update_container("a", [](Container& c) {
+        c.allocated.cpu_request_milli.reset();
+        c.allocated.cpu_limit_milli = 700;  // the limit counts where no request is set
+        c.allocated.memory_request_bytes = 64 << 20;
+      }));
+      EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
+      ASSERT_TRUE(s->remove_container("b"));
+      ASSERT_TRUE(s->upsert_container(sample("c")));
+      EXPECT_EQ(kept(*s), scan(*s));
+      EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
+    }
+  }
+  // Replayed from the journal, then from the snapshot.
+  for (int i = 0; i < 2; i++) {
+    auto again = Store::open(d.path());
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(kept(**again), Pair(950, (64 + 128) << 20));
+  }
 }
 
 TEST(Store, UpdateOfMissingContainerIsENOENT) {
