@@ -13,27 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-void put_opt(json& j, const char* key, const std::optional<int64_t>& v) {
-  if (v) j[key] = *v;
-}
-
-json to_json(const Condition& c, std::string_view type) {
-  return json{{"type", type},
-              {"status", "True"},
-              {"reason", c.reason},
-              {"message", c.message},
-              {"observedGeneration", c.observed_generation},
-              {"lastTransitionTimeUnixMs", c.last_transition_unix_ms}};
-}
-
-json to_json(const ActualResources& a) {
-  json j = core::to_json(a.resources);
-  j["memoryCurrentBytes"] = a.memory_current;
-  j["oomKill"] = a.oom_kill;
-  j["readUnixMs"] = a.read_unix_ms;
-  return j;
-}
-
 // Typed field access that names the field on error; exceptions from
 // nlohmann stay inside this file.
 template <typename T>
@@ -90,20 +69,6 @@ Result<std::optional<Condition>> condition_from_json(const json& list, std::stri
 
 }  // namespace
 
-json to_json(const K8sResources& r) {
-  json j = json::object();
-  put_opt(j, "cpuRequestMilli", r.cpu_request_milli);
-  put_opt(j, "cpuLimitMilli", r.cpu_limit_milli);
-  put_opt(j, "memoryRequestBytes", r.memory_request_bytes);
-  put_opt(j, "memoryLimitBytes", r.memory_limit_bytes);
-  return j;
-}
-
-void to_json(json& j, const StringMap& m) {
-  j = json::object();
-  for (const auto& [k, v] : m) j[std::string(k)] = std::string(v);
-}
-
 void from_json(const json& j, StringMap& m) {
   if (!j.is_object()) throw json::type_error::create(302, "type must be object, but is " + std::string(j.type_name()), &j);
   std::vector<std::pair<std::string_view, std::string_view>> kv;
@@ -113,21 +78,6 @@ void from_json(const json& j, StringMap& m) {
     kv.emplace_back(it.key(), it->get_ref<const std::string&>());
   }
   m.assign(kv.begin(), kv.end());
-}
-
-json to_json(const Pod& p) {
-  json j{{"uid", p.uid},
-         {"sandboxId", p.sandbox_id},
-         {"name", p.name},
-         {"namespace", p.namespace_},
-         {"cgroupPath", p.cgroup_path},
-         {"qosClass", to_string(p.qos)},
-         {"resources", to_json(p.resources)},
-         {"annotations", p.annotations},
-         {"labels", p.labels},
-         {"source", to_string(p.source)}};
-  j["actual"] = p.actual ? to_json(*p.actual) : json(nullptr);
-  return j;
 }
 
 Condition drift_condition(const Container& c) {
@@ -141,61 +91,6 @@ Condition drift_condition(const Container& c) {
     dc.last_transition_unix_ms = std::min(dc.last_transition_unix_ms, d.since_unix_ms);
   }
   return dc;
-}
-
-json to_json(const Container& c) {
-  // Built by assignment rather than one initializer list: nlohmann copies
-  // every element of an initializer list, which dominated GET /v1/containers.
-  json j = json::object();
-  j["id"] = c.id;
-  j["podUid"] = c.pod_uid;
-  j["name"] = c.name;
-  j["cgroupPath"] = c.cgroup_path;
-  j["state"] = c.state;
-  j["pid"] = c.pid;
-  json& pol = j["resizePolicy"];
-  pol["cpu"] = to_string(c.cpu_policy);
-  pol["memory"] = to_string(c.memory_policy);
-  j["desired"] = to_json(c.desired);
-  j["allocated"] = to_json(c.allocated);
-  // What the kernel should hold (the kubelet's actuated resources): the
-  // allocated values unless an actuation failed or a restart is awaited.
-  j["actuated"] = to_json(c.kernel_target());
-  j["actual"] = c.actual ? to_json(*c.actual) : json(nullptr);
-  json& conds = j["conditions"] = json::array();
-  if (c.conditions.pending) conds.push_back(to_json(*c.conditions.pending, kPodResizePending));
-  if (c.conditions.in_progress) conds.push_back(to_json(*c.conditions.in_progress, kPodResizeInProgress));
-  if (!c.drift.empty()) {
-    json& drift = j["drift"] = json::array();
-    for (const auto& d : c.drift)
-      drift.push_back(json{{"resource", d.resource}, {"file", d.file}, {"allocated", d.allocated},
-                           {"actual", d.actual}, {"sinceUnixMs", d.since_unix_ms}});
-    conds.push_back(to_json(drift_condition(c), kPodshimDrift));
-  } else {
-    j["drift"] = json::array();
-  }
-  j["restartRequired"] = c.restart_required;
-  j["generation"] = c.generation;
-  json& devices = j["devices"] = json::array();
-  for (const auto& d : c.devices) {
-    json dj = json::object();
-    dj["name"] = d.cdi_name;
-    dj["nodes"] = d.node_paths;
-    devices.push_back(std::move(dj));
-  }
-  j["selinuxMountLabel"] = c.selinux_mount_label;
-  j["lastError"] = c.last_error;
-  j["lastResizeOutcome"] = c.last_outcome;
-  j["annotations"] = c.annotations;
-  j["source"] = to_string(c.source);
-  return j;
-}
-
-json to_json(const Event& e) {
-  json j{{"seq", e.seq}, {"type", to_string(e.type)}, {"timeUnixMs", e.time_unix_ms}};
-  if (e.pod) j["pod"] = to_json(*e.pod);
-  if (e.container) j["container"] = to_json(*e.container);
-  return j;
 }
 
 Result<K8sResources> resources_from_json(const json& j) {

@@ -1,7 +1,8 @@
-// JSON forms of the model, shared by persistence, the status socket and
-// podshimctl. Field names are camelCase like the Kubernetes API; quantities
-// are plain integers in explicit units (cpuRequestMilli, memoryLimitBytes),
-// absent when unset — "unset" is never 0.
+// The model's JSON reader (the writer is json_writer.h: one of each per
+// type), shared by persistence, the status socket and podshimctl. Field
+// names are camelCase like the Kubernetes API; quantities are plain integers
+// in explicit units (cpuRequestMilli, memoryLimitBytes), absent when unset —
+// "unset" is never 0.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,20 +18,14 @@ namespace podshim::core {
 // the way out).
 std::string dump(const nlohmann::json& j);
 
-nlohmann::json to_json(const K8sResources& r);
-nlohmann::json to_json(const Pod& p);
-nlohmann::json to_json(const Container& c);
 // The one PodshimDrift condition that stands for a container's drift list
-// (call only when c.drift is not empty); both JSON writers use it.
+// (call only when c.drift is not empty).
 Condition drift_condition(const Container& c);
-nlohmann::json to_json(const Event& e);
 
 // Parsers for the persisted form; errors name the offending field.
-// nlohmann's conversions for StringMap (found by ADL): a JSON object of
-// strings, keys sorted as std::map's were. from_json throws
-// nlohmann::json::type_error on a non-string value, as get<std::map<...>>()
-// did.
-void to_json(nlohmann::json& j, const StringMap& m);
+// nlohmann's conversion to StringMap (found by ADL): a JSON object of
+// strings. It throws nlohmann::json::type_error on a non-string value, as
+// get<std::map<...>>() did.
 void from_json(const nlohmann::json& j, StringMap& m);
 
 Result<K8sResources> resources_from_json(const nlohmann::json& j);

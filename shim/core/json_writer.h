@@ -1,13 +1,15 @@
-// The model's JSON written straight into a string, without building an
-// nlohmann::json tree first: the status socket's GET /v1/containers and the
-// hooks-only store's persistence are dominated by the tree (one std::map node
-// per field, then a second pass to dump it).
+// The model's JSON, written straight into a string without building an
+// nlohmann::json tree first: the one writer of every type, for the
+// hooks-only store's persistence, the status socket's answers and /v1/watch
+// (its reader is json.h). A tree per answer (one std::map node per field,
+// then a second pass to dump it) dominated GET /v1/containers.
 //
-// The output is byte for byte what core::to_json(x).dump() gives for valid
-// UTF-8 (keys in std::map order, nlohmann's escaping: \" \\ \b \f \n \r \t and
-// \u00xx for other control bytes, everything else as is); the
-// json_writer_test checks that on generated objects. Unlike dump(), a string
-// that is not valid UTF-8 does not throw: each invalid byte becomes U+FFFD.
+// The output is nlohmann's canonical form: what dump() gives for the parsed
+// output, byte for byte (keys in std::map order; nlohmann's escaping:
+// \" \\ \b \f \n \r \t, and \u00xx for other control bytes, everything
+// else as is); json_writer_test checks that and that the reader gives back the
+// object, on generated objects. Unlike dump(), a string that is not valid
+// UTF-8 does not throw: each invalid byte becomes U+FFFD.
 #pragma once
 
 #include <functional>

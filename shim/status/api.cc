@@ -551,7 +551,7 @@ Reply Api::register_container(std::string_view body) {
   }
   if (auto r = deps_.store->upsert_container(c); !r) return error_reply(500, r.error().message);
   derive_hook_pod_qos(c.pod_uid);
-  return json_reply(existed ? 200 : 201, core::to_json(c));
+  return raw_reply(existed ? 200 : 201, core::json_string(c) + "\n");
 }
 
 // A registration's annotations, as Kubernetes would accept them.

@@ -1,7 +1,8 @@
 // Kernel test proving that the VM rig (tests/vm/vm-run) gives a real cgroup v2 kernel: memory is
 // charged to the cgroup a process lives in, limits round-trip through the kernel's own parsing,
-// and shrinking memory.max below usage OOM-kills instead of failing the write
-// (shared/facts/real-kernel-vm.md, "What the kernel did when memory.max was set below usage").
+// and shrinking memory.max below usage OOM-kills instead of failing the write (the kernel's
+// memory_max_write reclaims, then calls the OOM killer while usage stays above the new limit:
+// mm/memcontrol.c; Documentation/admin-guide/cgroup-v2.rst, "memory.max").
 //
 // It runs only where vm-run sets PODSHIM_IN_VM=1 and skips everywhere else, so it can never touch
 // the host's cgroups. Inside the VM a missing controller is a failure, not a skip: the rig's

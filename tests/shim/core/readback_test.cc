@@ -3,6 +3,7 @@
 // create, a hand edit of memory.max reported within one period, one log line
 // per drift, repair only when asked, slices within their budget, a bounded
 // fd cache.
+#include "shim/core/json_writer.h"
 #include "shim/core/readback.h"
 
 #include <gtest/gtest.h>
@@ -311,7 +312,7 @@ TEST_F(ReadBackTest, HandEditOfMemoryMaxIsReportedWithinOnePeriodOnce) {
   EXPECT_EQ(c->drift[0].actual, std::to_string(512 * Mi));
   EXPECT_EQ(c->actual->resources.memory_limit_bytes, 512 * Mi);
   EXPECT_EQ(drift_metric("c1", "memory_limit"), 1);
-  auto j = to_json(*c);
+  auto j = nlohmann::json::parse(json_string(*c));
   bool cond = false;
   for (const auto& k : j["conditions"]) cond |= k["type"] == "PodshimDrift";
   EXPECT_TRUE(cond) << j.dump();
@@ -382,12 +383,12 @@ TEST_F(ReadBackTest, ARefusedShrinkIsNotDriftButAHandEditAfterItIs) {
   // metric podshim_drift stays 0.
   loop_.advance(30000ms);
   c = store_->container("c1");
-  EXPECT_TRUE(c->drift.empty()) << "a refused shrink was reported as drift: " << to_json(*c).dump();
+  EXPECT_TRUE(c->drift.empty()) << "a refused shrink was reported as drift: " << json_string(*c);
   EXPECT_EQ(drift_metric("c1", "memory_limit"), 0);
   EXPECT_EQ(count_lines("Drift:"), 0);
   ASSERT_TRUE(c->conditions.in_progress);
   EXPECT_EQ(c->conditions.in_progress->reason, "Error");
-  auto j = to_json(*c);
+  auto j = nlohmann::json::parse(json_string(*c));
   for (const auto& k : j["conditions"]) EXPECT_NE(k["type"], "PodshimDrift") << j.dump();
   EXPECT_EQ(j["actuated"]["memoryLimitBytes"], 256 * Mi);
   EXPECT_EQ(j["allocated"]["memoryLimitBytes"], 128 * Mi);
@@ -421,7 +422,7 @@ TEST_F(ReadBackTest, DriftIsNotAResizeState) {
   ASSERT_EQ(c->drift.size(), 1u);
   EXPECT_TRUE(c->conditions.empty());
   EXPECT_FALSE(c->actuated);
-  auto j = to_json(*c);
+  auto j = nlohmann::json::parse(json_string(*c));
   EXPECT_EQ(j["actuated"], j["allocated"]);
   size_t resize_conditions = 0;
   for (const auto& k : j["conditions"])

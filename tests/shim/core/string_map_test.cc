@@ -102,9 +102,9 @@ TEST(StringMap, AgreesWithStdMapUnderRandomOperations) {
     }
     ASSERT_EQ(as_map(m), ref);
     EXPECT_EQ(m.size(), ref.size());
-    nlohmann::json a = m, b = ref;
-    EXPECT_EQ(a.dump(), b.dump());
-    EXPECT_EQ(a.get<StringMap>(), m);
+    // Read from JSON as the std::map was (the writer's side: json_writer_test).
+    nlohmann::json b = ref;
+    EXPECT_EQ(b.get<StringMap>(), m);
   }
 }
 
