@@ -179,6 +179,15 @@ TEST(Store, PerPodIndexFollowsMovesAndRemovals) {
   EXPECT_FALSE(s->with_container("c1", [](const Container&) { ADD_FAILURE(); }));
 }
 
+// Runs `fn` on an in-memory store and on one opened on `d` (closed after).
+template <typename F>
+void on_both_kinds(const TempDir& d, F&& fn) {
+  auto mem = Store::in_memory();
+  auto opened = Store::open(d.path());
+  ASSERT_TRUE(opened) << opened.error().message;
+  for (Store* s : {mem.get(), opened->get()}) fn(*s);
+}
+
 // append_container_json is the container's JSON as it is now, whether the
 // store answers from what the journal was given (a store with a state dir)
 // or serializes (in memory): after changes, a move to another pod, a
@@ -192,10 +201,8 @@ TEST(Store, ContainerJsonFollowsEveryChange) {
     EXPECT_EQ(found, c.has_value()) << id;
     EXPECT_EQ(got, c ? "x" + json_string(*c) : "x") << id;
   };
-  auto mem = Store::in_memory();
-  auto opened = Store::open(d.path());
-  ASSERT_TRUE(opened) << opened.error().message;
-  for (Store* s : {mem.get(), opened->get()}) {
+  on_both_kinds(d, [&](Store& st) {
+    Store* s = &st;
     ASSERT_TRUE(s->upsert_container(sample("a")));
     ASSERT_TRUE(s->upsert_container(sample("b")));
     check(*s, "a");
@@ -213,8 +220,7 @@ TEST(Store, ContainerJsonFollowsEveryChange) {
     check(*s, "b");
     ASSERT_TRUE(s->upsert_container(sample("b")));
     check(*s, "b");
-  }
-  opened->reset();
+  });
   auto again = Store::open(d.path());
   ASSERT_TRUE(again) << again.error().message;
   check(**again, "a");
@@ -375,26 +381,22 @@ TEST(Store, AllocatedRequestsFollowEveryChange) {
     auto r = s.allocated_requests();
     return std::pair(r.cpu_milli, r.memory_bytes);
   };
-  auto mem = Store::in_memory();
-  {
-    auto opened = Store::open(d.path());
-    ASSERT_TRUE(opened) << opened.error().message;
-    for (Store* s : {mem.get(), opened->get()}) {
-      ASSERT_TRUE(s->upsert_container(sample("a")));
-      ASSERT_TRUE(s->upsert_container(sample("b")));
-      EXPECT_EQ(kept(*s), Pair(500, 256 << 20));
-      ASSERT_TRUE(s->update_container("a", [](Container& c) {
-        c.allocated.cpu_request_milli.reset();
-        c.allocated.cpu_limit_milli = 700;  // the limit counts where no request is set
-        c.allocated.memory_request_bytes = 64 << 20;
-      }));
-      EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
-      ASSERT_TRUE(s->remove_container("b"));
-      ASSERT_TRUE(s->upsert_container(sample("c")));
-      EXPECT_EQ(kept(*s), scan(*s));
-      EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
-    }
-  }
+  on_both_kinds(d, [&](Store& st) {
+    Store* s = &st;
+    ASSERT_TRUE(s->upsert_container(sample("a")));
+    ASSERT_TRUE(s->upsert_container(sample("b")));
+    EXPECT_EQ(kept(*s), Pair(500, 256 << 20));
+    ASSERT_TRUE(s->update_container("a", [](Container& c) {
+      c.allocated.cpu_request_milli.reset();
+      c.allocated.cpu_limit_milli = 700;  // the limit counts where no request is set
+      c.allocated.memory_request_bytes = 64 << 20;
+    }));
+    EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
+    ASSERT_TRUE(s->remove_container("b"));
+    ASSERT_TRUE(s->upsert_container(sample("c")));
+    EXPECT_EQ(kept(*s), scan(*s));
+    EXPECT_EQ(kept(*s), Pair(950, (64 + 128) << 20));
+  });
   // Replayed from the journal, then from the snapshot.
   for (int i = 0; i < 2; i++) {
     auto again = Store::open(d.path());
