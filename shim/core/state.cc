@@ -253,13 +253,13 @@ Store::Snapshot Store::take_snapshot() const {
   snap.text.reserve(size + pods_.size() * 256);
   for (const auto& [uid, p] : pods_) {
     snap.text += "P ";
-    snap.text += json_string(p);
+    append_json(snap.text, p);
     snap.text += '\n';
   }
   for (const auto& [id, c] : containers_) {
     snap.text += "C ";
     if (auto cached = json_.find(id); cached != json_.end()) snap.text += cached->second;
-    else snap.text += json_string(c);
+    else append_json(snap.text, c);
     snap.text += '\n';
   }
   return snap;

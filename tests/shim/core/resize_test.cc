@@ -182,6 +182,35 @@ TEST_F(ResizeTest, DeferredWhenOthersHoldTheRoomThenRetried) {
   EXPECT_EQ(c.generation, 1);  // a retry is not a new generation
 }
 
+// While c1's increase runs, its target is what it holds: another pod's
+// increase that would fit next to c1's allocation before, but not next to
+// its target, waits. Without the running target in the sum kept for the
+// bound (ResizeManager::running_requests_), it would be admitted.
+TEST_F(ResizeTest, ARunningIncreaseCountsAgainstAnotherPodsIncrease) {
+  // Node 1024Mi: c1 64Mi, other 512Mi, small 16Mi.
+  add("small", "p3", {100, std::nullopt, 16 * Mi, std::nullopt});
+  act.hold = true;
+  auto up = resize({std::nullopt, std::nullopt, 400 * Mi, 400 * Mi});  // c1 to 400Mi, running
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->outcome, ResizeOutcome::InProgress);
+  EXPECT_EQ(c1().allocated.memory_request_bytes, 64 * Mi);  // stored as before while it runs
+  // small to 200Mi: 592Mi + 200Mi fits next to c1's 64Mi; next to its 400Mi,
+  // 912Mi + 200Mi does not.
+  ContainerResize req;
+  req.container_id = "small";
+  req.resources = {100, std::nullopt, 200 * Mi, std::nullopt};
+  auto r = mgr->resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->outcome, ResizeOutcome::Deferred) << r->message;
+  act.hold = false;
+  act.complete();
+  // Done: an increase that fits next to c1's 400Mi is admitted.
+  req.resources = {100, std::nullopt, 96 * Mi, std::nullopt};
+  r = mgr->resize_container(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->outcome, ResizeOutcome::Applied) << r->message;
+}
+
 TEST_F(ResizeTest, DecreaseAdmittedEvenWhenNodeIsFull) {
   add("hog", "p3", {std::nullopt, std::nullopt, 900 * Mi, std::nullopt});
   auto r = resize({std::nullopt, std::nullopt, 32 * Mi, std::nullopt});
