@@ -175,6 +175,17 @@ Result<Container> container_from_json(const json& j) {
     c.conditions.pending = *p;
     c.conditions.in_progress = *ip;
   }
+  if (auto it = j.find("drift"); it != j.end() && it->is_array()) {
+    for (const auto& d : *it) {
+      Drift dr;
+      PODSHIM_TRY(get(d, "resource", &dr.resource));
+      PODSHIM_TRY(get(d, "file", &dr.file));
+      PODSHIM_TRY(get(d, "allocated", &dr.allocated));
+      PODSHIM_TRY(get(d, "actual", &dr.actual));
+      PODSHIM_TRY(get(d, "sinceUnixMs", &dr.since_unix_ms));
+      c.drift.push_back(std::move(dr));
+    }
+  }
   PODSHIM_TRY(get(j, "restartRequired", &c.restart_required));
   PODSHIM_TRY(get(j, "generation", &c.generation));
   if (auto it = j.find("devices"); it != j.end() && it->is_array()) {

@@ -17,120 +17,105 @@ const std::vector<Format> kFormats = {Format::Table, Format::Wide, Format::Json,
 std::string shorten(const std::string& s, size_t n) { return s.size() > n ? s.substr(0, n) : s; }
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
-std::string str_of(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
-}
-
 const std::vector<std::string> kContainerHeader = {"CONTAINER", "POD", "NAME", "CPU(REQ/LIM)", "MEM(REQ/LIM)",
                                                    "ACTUAL(CPU MEM)", "GEN", "RESIZE", "DRIFT"};
 const std::vector<std::string> kContainerWide = {"STATE", "POLICY(CPU/MEM)", "LAST-OUTCOME", "CGROUP"};
 
-std::vector<std::string> container_row(const json& c, bool wide) {
-  static const json kNone = json::object();
-  const json& a = c.contains("allocated") ? c["allocated"] : kNone;
-  const json& act = c.contains("actual") ? c["actual"] : kNone;
-  std::vector<std::string> row = {
-      wide ? str_of(c, "id") : shorten(str_of(c, "id"), 13),
-      or_dash(wide ? str_of(c, "podUid") : shorten(str_of(c, "podUid"), 13)),
-      or_dash(str_of(c, "name")),
-      fmt_cpu(a, "cpuRequestMilli") + "/" + fmt_cpu(a, "cpuLimitMilli"),
-      fmt_mem(a, "memoryRequestBytes") + "/" + fmt_mem(a, "memoryLimitBytes"),
-      act.is_object() && !act.empty()
-          ? fmt_cpu(act, "cpuRequestMilli") + "/" + fmt_cpu(act, "cpuLimitMilli") + " " +
-                fmt_mem(act, "memoryLimitBytes")
-          : "-",
-      std::to_string(c.value("generation", 0)),
-      fmt_conditions(c),
-      fmt_drift(c)};
+std::string fmt_actual(const std::optional<core::ActualResources>& a) {
+  if (!a) return "-";
+  return fmt_cpu_pair(a->resources) + " " + fmt_mem(a->resources.memory_limit_bytes);
+}
+
+std::vector<std::string> container_row(const core::Container& c, bool wide) {
+  std::vector<std::string> row = {wide ? c.id : shorten(c.id, 13),
+                                  or_dash(wide ? c.pod_uid : shorten(c.pod_uid, 13)),
+                                  or_dash(c.name),
+                                  fmt_cpu_pair(c.allocated),
+                                  fmt_mem_pair(c.allocated),
+                                  fmt_actual(c.actual),
+                                  std::to_string(c.generation),
+                                  fmt_conditions(c),
+                                  fmt_drift(c)};
   if (wide) {
-    const json& pol = c.contains("resizePolicy") ? c["resizePolicy"] : kNone;
-    row.push_back(or_dash(str_of(c, "state")));
-    row.push_back(or_dash(str_of(pol, "cpu")) + "/" + or_dash(str_of(pol, "memory")));
-    row.push_back(or_dash(str_of(c, "lastResizeOutcome")));
-    row.push_back(or_dash(str_of(c, "cgroupPath")));
+    row.push_back(or_dash(c.state));
+    row.push_back(std::string(core::to_string(c.cpu_policy)) + "/" + std::string(core::to_string(c.memory_policy)));
+    row.push_back(or_dash(c.last_outcome));
+    row.push_back(or_dash(c.cgroup_path));
   }
   return row;
 }
 
-Table container_table(const json& items, bool wide) {
+Table container_table(const std::vector<core::Container>& items, bool wide) {
   Table t{kContainerHeader, {}};
   if (wide) t.header.insert(t.header.end(), kContainerWide.begin(), kContainerWide.end());
-  if (items.is_array())
-    for (const auto& c : items) t.rows.push_back(container_row(c, wide));
+  for (const auto& c : items) t.rows.push_back(container_row(c, wide));
   return t;
 }
 
-Table pod_table(const json& items, bool wide) {
+// `items` as read (the pods), and each one's JSON for what the pod view
+// adds to a pod ("containerIds").
+Table pod_table(const std::vector<core::Pod>& pods, const json& items, bool wide) {
   Table t{{"POD", "NAMESPACE/NAME", "QOS", "CONTAINERS", "SOURCE"}, {}};
   if (wide) t.header.insert(t.header.end(), {"CPU(REQ/LIM)", "MEM(REQ/LIM)", "ACTUAL(CPU MEM)", "CGROUP"});
-  if (!items.is_array()) return t;
-  for (const auto& p : items) {
-    size_t n = p.contains("containerIds") && p["containerIds"].is_array() ? p["containerIds"].size() : 0;
-    std::vector<std::string> row = {str_of(p, "uid"), str_of(p, "namespace") + "/" + str_of(p, "name"),
-                                    or_dash(str_of(p, "qosClass")), std::to_string(n), or_dash(str_of(p, "source"))};
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const core::Pod& p = pods[i];
+    const json& ids = items[i].contains("containerIds") ? items[i]["containerIds"] : json();
+    std::vector<std::string> row = {p.uid, p.namespace_ + "/" + p.name, std::string(core::to_string(p.qos)),
+                                    std::to_string(ids.is_array() ? ids.size() : 0),
+                                    std::string(core::to_string(p.source))};
     if (wide) {
-      static const json kNone = json::object();
-      const json& r = p.contains("resources") ? p["resources"] : kNone;
-      const json& act = p.contains("actual") ? p["actual"] : kNone;
-      row.push_back(fmt_cpu(r, "cpuRequestMilli") + "/" + fmt_cpu(r, "cpuLimitMilli"));
-      row.push_back(fmt_mem(r, "memoryRequestBytes") + "/" + fmt_mem(r, "memoryLimitBytes"));
-      row.push_back(act.is_object() && !act.empty() ? fmt_cpu(act, "cpuRequestMilli") + "/" +
-                                                          fmt_cpu(act, "cpuLimitMilli") + " " +
-                                                          fmt_mem(act, "memoryLimitBytes")
-                                                    : "-");
-      row.push_back(or_dash(str_of(p, "cgroupPath")));
+      row.push_back(fmt_cpu_pair(p.resources));
+      row.push_back(fmt_mem_pair(p.resources));
+      row.push_back(fmt_actual(p.actual));
+      row.push_back(or_dash(p.cgroup_path));
     }
     t.rows.push_back(std::move(row));
   }
   return t;
 }
 
-void print_container_detail(const json& c) {
-  static const json kNone = json::object();
-  auto obj = [&](const char* k) -> const json& { return c.contains(k) && c[k].is_object() ? c[k] : kNone; };
-  auto res = [](const json& r) {
-    return "cpu " + fmt_cpu(r, "cpuRequestMilli") + "/" + fmt_cpu(r, "cpuLimitMilli") + ", memory " +
-           fmt_mem(r, "memoryRequestBytes") + "/" + fmt_mem(r, "memoryLimitBytes");
-  };
-  std::printf("Container:    %s\n", str_of(c, "id").c_str());
-  std::printf("Pod:          %s\n", str_of(c, "podUid").c_str());
-  std::printf("Name:         %s\n", str_of(c, "name").c_str());
-  std::printf("State:        %s (source %s)\n", str_of(c, "state").c_str(), str_of(c, "source").c_str());
-  std::printf("Cgroup:       %s\n", str_of(c, "cgroupPath").c_str());
-  std::printf("ResizePolicy: cpu=%s memory=%s\n", str_of(obj("resizePolicy"), "cpu").c_str(),
-              str_of(obj("resizePolicy"), "memory").c_str());
-  std::printf("Generation:   %lld\n", static_cast<long long>(c.value("generation", 0)));
-  std::printf("Desired:      %s\n", res(obj("desired")).c_str());
-  std::printf("Allocated:    %s\n", res(obj("allocated")).c_str());
+void print_container_detail(const core::Container& c) {
+  auto res = [](const core::K8sResources& r) { return "cpu " + fmt_cpu_pair(r) + ", memory " + fmt_mem_pair(r); };
+  std::printf("Container:    %s\n", c.id.c_str());
+  std::printf("Pod:          %s\n", c.pod_uid.c_str());
+  std::printf("Name:         %s\n", c.name.c_str());
+  std::printf("State:        %s (source %s)\n", c.state.c_str(), std::string(core::to_string(c.source)).c_str());
+  std::printf("Cgroup:       %s\n", c.cgroup_path.c_str());
+  std::printf("ResizePolicy: cpu=%s memory=%s\n", std::string(core::to_string(c.cpu_policy)).c_str(),
+              std::string(core::to_string(c.memory_policy)).c_str());
+  std::printf("Generation:   %lld\n", static_cast<long long>(c.generation));
+  std::printf("Desired:      %s\n", res(c.desired).c_str());
+  std::printf("Allocated:    %s\n", res(c.allocated).c_str());
   // The kernel keeps the values before a failed, refused or restart-awaiting
   // resize: shown only when they differ from the allocated ones.
-  if (c.contains("actuated") && c["actuated"].is_object() && c["actuated"] != obj("allocated"))
-    std::printf("Actuated:     %s (the kernel keeps these until the resize succeeds)\n", res(c["actuated"]).c_str());
-  if (c.contains("actual") && c["actual"].is_object()) {
-    std::printf("Actual:       %s, usage %s\n", res(c["actual"]).c_str(),
-                fmt_mem(c["actual"], "memoryCurrentBytes").c_str());
+  if (c.kernel_target() != c.allocated)
+    std::printf("Actuated:     %s (the kernel keeps these until the resize succeeds)\n", res(c.kernel_target()).c_str());
+  if (c.actual) {
+    std::printf("Actual:       %s, usage %s\n", res(c.actual->resources).c_str(),
+                fmt_mem(static_cast<int64_t>(c.actual->memory_current)).c_str());
   } else {
     std::printf("Actual:       (not read yet)\n");
   }
-  if (c.contains("drift") && c["drift"].is_array()) {
-    for (const auto& d : c["drift"]) {
-      if (!d.is_object()) continue;
-      std::printf("Drift:        %s is %s in the kernel, podshim gave it %s\n", d.value("file", "").c_str(),
-                  d.value("actual", "").c_str(), d.value("allocated", "").c_str());
-    }
-  }
-  if (c.contains("conditions") && c["conditions"].is_array()) {
-    for (const auto& k : c["conditions"]) {
-      std::printf("Condition:    %s reason=%s observedGeneration=%lld: %s\n", k.value("type", "").c_str(),
-                  k.value("reason", "").c_str(), static_cast<long long>(k.value("observedGeneration", 0)),
-                  k.value("message", "").c_str());
-    }
-  }
-  if (c.value("restartRequired", false)) std::printf("Restart:      required (podshim never restarts containers)\n");
-  if (c.contains("devices") && c["devices"].is_array())
-    for (const auto& d : c["devices"]) std::printf("Device:       %s\n", d.value("name", "").c_str());
-  if (!str_of(c, "selinuxMountLabel").empty()) std::printf("SELinux:      %s\n", str_of(c, "selinuxMountLabel").c_str());
-  if (!str_of(c, "lastError").empty()) std::printf("LastError:    %s\n", str_of(c, "lastError").c_str());
+  for (const auto& d : c.drift)
+    std::printf("Drift:        %s is %s in the kernel, podshim gave it %s\n", d.file.c_str(), d.actual.c_str(),
+                d.allocated.c_str());
+  auto condition = [](std::string_view type, const core::Condition& k) {
+    std::printf("Condition:    %.*s reason=%s observedGeneration=%lld: %s\n", static_cast<int>(type.size()), type.data(),
+                k.reason.c_str(), static_cast<long long>(k.observed_generation), k.message.c_str());
+  };
+  if (c.conditions.pending) condition(core::kPodResizePending, *c.conditions.pending);
+  if (c.conditions.in_progress) condition(core::kPodResizeInProgress, *c.conditions.in_progress);
+  if (!c.drift.empty()) condition(core::kPodshimDrift, core::drift_condition(c));
+  if (c.restart_required) std::printf("Restart:      required (podshim never restarts containers)\n");
+  for (const auto& d : c.devices) std::printf("Device:       %s\n", d.cdi_name.c_str());
+  if (!c.selinux_mount_label.empty()) std::printf("SELinux:      %s\n", c.selinux_mount_label.c_str());
+  if (!c.last_error.empty()) std::printf("LastError:    %s\n", c.last_error.c_str());
+}
+
+// An answer the model's reader refused: named, exit status 1.
+int unreadable(const Error& e) {
+  std::fprintf(stderr, "podshimctl get: %s\n", e.message.c_str());
+  return kExitFailure;
 }
 
 int run_get(int argc, char** argv) {
@@ -171,8 +156,15 @@ int run_get(int argc, char** argv) {
   if (!call(g, "GET", target, {}, &j, &rc)) return rc;
   if (!one) {
     const json& items = j.is_object() && j.contains("items") ? j["items"] : json::array();
-    print_listing(j, *f, kind == "containers" ? container_table(items, wide) : pod_table(items, wide), std::cout,
-                  std::cerr);
+    if (kind == "containers") {
+      auto cs = read_containers(items);
+      if (!cs) return unreadable(cs.error());
+      print_listing(j, *f, container_table(*cs, wide), std::cout, std::cerr);
+    } else {
+      auto ps = read_items<core::Pod>(items, &core::pod_from_json, "pod");
+      if (!ps) return unreadable(ps.error());
+      print_listing(j, *f, pod_table(*ps, items, wide), std::cout, std::cerr);
+    }
     return kExitOk;
   }
   if (*f == Format::Json || *f == Format::Yaml) {
@@ -180,13 +172,18 @@ int run_get(int argc, char** argv) {
     return kExitOk;
   }
   if (kind == "containers") {
-    print_container_detail(j);
+    auto c = core::container_from_json(j);
+    if (!c) return unreadable(c.error().wrap("podshimd's answer"));
+    print_container_detail(*c);
     return kExitOk;
   }
-  std::printf("Pod:       %s\nName:      %s/%s\nQoS:       %s\nCgroup:    %s\n", str_of(j, "uid").c_str(),
-              str_of(j, "namespace").c_str(), str_of(j, "name").c_str(), str_of(j, "qosClass").c_str(),
-              str_of(j, "cgroupPath").c_str());
-  Table t = container_table(j.contains("containers") ? j["containers"] : json::array(), wide);
+  auto p = core::pod_from_json(j);
+  if (!p) return unreadable(p.error().wrap("podshimd's answer"));
+  auto cs = read_containers(j.contains("containers") ? j["containers"] : json::array());
+  if (!cs) return unreadable(cs.error());
+  std::printf("Pod:       %s\nName:      %s/%s\nQoS:       %s\nCgroup:    %s\n", p->uid.c_str(), p->namespace_.c_str(),
+              p->name.c_str(), std::string(core::to_string(p->qos)).c_str(), p->cgroup_path.c_str());
+  Table t = container_table(*cs, wide);
   if (t.rows.empty()) {
     std::printf("Containers: none\n");
   } else {

@@ -141,7 +141,12 @@ int run_status(int argc, char** argv) {
   nlohmann::json pods, containers;
   if (!call(g, "GET", "/v1/pods", {}, &pods, &rc) || !call(g, "GET", "/v1/containers", {}, &containers, &rc))
     return rc;
-  const ContainerStateCounts n = count_container_states(containers["items"]);
+  auto items = read_containers(containers["items"]);
+  if (!items) {
+    std::fprintf(stderr, "podshimctl status: %s\n", items.error().message.c_str());
+    return kExitFailure;
+  }
+  const ContainerStateCounts n = count_container_states(*items);
   bool is_ready = ready && ready->status == 200;
   auto metrics = status::http_request(o, "GET", "/metrics");
   static const std::regex families(

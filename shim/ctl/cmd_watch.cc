@@ -54,18 +54,20 @@ int run_watch(int argc, char** argv) {
         std::printf("---\n%s", to_yaml(e).c_str());
       } else {
         std::string id, extra;
+        // Read with the model's reader, as podshimd reads its state; a
+        // line it cannot read is shown by its type and sequence only.
         if (e.contains("container")) {
-          const auto& c = e["container"];
-          id = c.value("id", "");
-          extra = " gen=" + std::to_string(c.value("generation", 0)) + " " + fmt_conditions(c);
-          if (*f == Format::Wide)
-            extra += " pod=" + c.value("podUid", "") + " outcome=" + c.value("lastResizeOutcome", "") +
-                     " cgroup=" + c.value("cgroupPath", "");
+          if (auto c = core::container_from_json(e["container"])) {
+            id = c->id;
+            extra = " gen=" + std::to_string(c->generation) + " " + fmt_conditions(*c);
+            if (*f == Format::Wide)
+              extra += " pod=" + c->pod_uid + " outcome=" + c->last_outcome + " cgroup=" + c->cgroup_path;
+          }
         } else if (e.contains("pod")) {
-          id = e["pod"].value("uid", "");
-          if (*f == Format::Wide)
-            extra = " " + e["pod"].value("namespace", "") + "/" + e["pod"].value("name", "") +
-                    " cgroup=" + e["pod"].value("cgroupPath", "");
+          if (auto p = core::pod_from_json(e["pod"])) {
+            id = p->uid;
+            if (*f == Format::Wide) extra = " " + p->namespace_ + "/" + p->name + " cgroup=" + p->cgroup_path;
+          }
         }
         std::printf("%-8llu %-18s %s%s\n", static_cast<unsigned long long>(e.value("seq", 0ULL)),
                     e.value("type", "").c_str(), id.c_str(), extra.c_str());

@@ -6,9 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "base/result.h"
+#include "shim/core/json.h"
 #include "shim/ctl/cli.h"
 #include "shim/ctl/registry.h"
 #include "shim/status/client.h"
@@ -77,60 +83,67 @@ int parse_command_line(std::string_view who, int argc, char** argv, GlobalOption
   return kExitOk;
 }
 
-inline std::string fmt_cpu(const nlohmann::json& r, const char* key) {
-  if (!r.is_object() || !r.contains(key) || !r[key].is_number_integer()) return "-";
-  int64_t m = r[key].get<int64_t>();
-  return m % 1000 == 0 ? std::to_string(m / 1000) : std::to_string(m) + "m";
+inline std::string fmt_cpu(const std::optional<int64_t>& m) {
+  if (!m) return "-";
+  return *m % 1000 == 0 ? std::to_string(*m / 1000) : std::to_string(*m) + "m";
 }
 
-inline std::string fmt_mem(const nlohmann::json& r, const char* key) {
-  if (!r.is_object() || !r.contains(key) || !r[key].is_number_integer()) return "-";
-  int64_t b = r[key].get<int64_t>();
+inline std::string fmt_mem(const std::optional<int64_t>& b) {
+  if (!b) return "-";
   static constexpr struct { const char* s; int shift; } u[] = {{"Gi", 30}, {"Mi", 20}, {"Ki", 10}};
   for (const auto& x : u) {
-    if (b > 0 && b % (int64_t{1} << x.shift) == 0) return std::to_string(b >> x.shift) + x.s;
+    if (*b > 0 && *b % (int64_t{1} << x.shift) == 0) return std::to_string(*b >> x.shift) + x.s;
   }
-  return std::to_string(b);
+  return std::to_string(*b);
 }
 
-// The kubelet's two resize condition types (KEP-1287 §Resize Status). A
-// container's `conditions` may hold others (PodshimDrift): those are not
-// resize state and are never shown or counted as such.
-inline bool is_resize_condition(const nlohmann::json& k) {
-  if (!k.is_object()) return false;
-  const std::string t = k.value("type", "");
-  return t == "PodResizePending" || t == "PodResizeInProgress";
+// "cpu REQ/LIM, memory REQ/LIM" and the short form "REQ/LIM" of each.
+inline std::string fmt_cpu_pair(const core::K8sResources& r) {
+  return fmt_cpu(r.cpu_request_milli) + "/" + fmt_cpu(r.cpu_limit_milli);
+}
+inline std::string fmt_mem_pair(const core::K8sResources& r) {
+  return fmt_mem(r.memory_request_bytes) + "/" + fmt_mem(r.memory_limit_bytes);
+}
+
+// The objects of a list answer ({"items": [...]}, or a pod's "containers"),
+// read with the model's own reader (shim/core/json.h), as podshimd's store
+// reads its state: an item it cannot read is an error naming the item.
+template <typename T>
+Result<std::vector<T>> read_items(const nlohmann::json& items, Result<T> (*read)(const nlohmann::json&),
+                                  std::string_view what) {
+  std::vector<T> out;
+  if (!items.is_array()) return out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto x = read(items[i]);
+    if (!x) return Unexpected(x.error().wrap(fmt::format("podshimd's answer: {} {}", what, i)));
+    out.push_back(std::move(*x));
+  }
+  return out;
+}
+inline Result<std::vector<core::Container>> read_containers(const nlohmann::json& items) {
+  return read_items<core::Container>(items, &core::container_from_json, "container");
 }
 
 // Where a container's resize stands: "Pending/Deferred", "InProgress" (an
 // actuation runs), "InProgress/Error" (the last one failed or was refused),
-// ",RestartRequired", or "-". Drift is not in it (fmt_drift).
-inline std::string fmt_conditions(const nlohmann::json& c) {
+// ",RestartRequired", or "-". Drift is not resize state: fmt_drift.
+inline std::string fmt_conditions(const core::Container& c) {
   std::string out;
-  if (c.contains("conditions") && c["conditions"].is_array()) {
-    for (const auto& k : c["conditions"]) {
-      if (!is_resize_condition(k)) continue;
-      if (!out.empty()) out += ",";
-      std::string t = k.value("type", "");
-      std::string r = k.value("reason", "");
-      out += t == "PodResizePending" ? "Pending" : "InProgress";
-      if (!r.empty()) out += "/" + r;
-    }
-  }
-  if (c.value("restartRequired", false)) out += out.empty() ? "RestartRequired" : ",RestartRequired";
+  if (const auto& p = c.conditions.pending) out = "Pending" + (p->reason.empty() ? "" : "/" + p->reason);
+  if (const auto& ip = c.conditions.in_progress)
+    out += (out.empty() ? "" : ",") + std::string("InProgress") + (ip->reason.empty() ? "" : "/" + ip->reason);
+  if (c.restart_required) out += out.empty() ? "RestartRequired" : ",RestartRequired";
   return out.empty() ? "-" : out;
 }
 
 // The files whose kernel value differs from what podshim last gave them
-// ("memory.max,cpu.max"), from the container's `drift` list, or "-".
-inline std::string fmt_drift(const nlohmann::json& c) {
+// ("memory.max,cpu.max"), or "-".
+inline std::string fmt_drift(const core::Container& c) {
   std::string out;
-  if (c.contains("drift") && c["drift"].is_array()) {
-    for (const auto& d : c["drift"]) {
-      if (!d.is_object()) continue;
-      if (!out.empty()) out += ",";
-      out += d.value("file", d.value("resource", "?"));
-    }
+  for (const auto& d : c.drift) {
+    if (!out.empty()) out += ",";
+    out += d.file.empty() ? d.resource : d.file;
   }
   return out.empty() ? "-" : out;
 }
@@ -145,29 +158,15 @@ struct ContainerStateCounts {
   size_t drifting = 0;            // a non-empty `drift` list
 };
 
-inline ContainerStateCounts count_container_states(const nlohmann::json& items) {
+inline ContainerStateCounts count_container_states(const std::vector<core::Container>& items) {
   ContainerStateCounts n;
-  if (!items.is_array()) return n;
   for (const auto& c : items) {
-    if (!c.is_object()) continue;
-    bool pending = false, running = false, error = false;
-    if (c.contains("conditions") && c["conditions"].is_array()) {
-      for (const auto& k : c["conditions"]) {
-        if (!is_resize_condition(k)) continue;
-        if (k.value("type", "") == "PodResizePending") {
-          pending = true;
-        } else if (k.value("reason", "").empty()) {
-          running = true;
-        } else {
-          error = true;
-        }
-      }
-    }
-    n.resize_pending += pending;
-    n.resize_in_progress += running;
-    n.resize_error += error;
-    n.restart_required += c.value("restartRequired", false);
-    n.drifting += c.contains("drift") && c["drift"].is_array() && !c["drift"].empty();
+    const auto& ip = c.conditions.in_progress;
+    n.resize_pending += c.conditions.pending.has_value();
+    n.resize_in_progress += ip && ip->reason.empty();
+    n.resize_error += ip && !ip->reason.empty();
+    n.restart_required += c.restart_required;
+    n.drifting += !c.drift.empty();
   }
   return n;
 }

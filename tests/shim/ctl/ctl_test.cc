@@ -719,20 +719,34 @@ TEST(CtlResizeState, DriftIsCountedApartFromResizes) {
       container_json("restart", json::array(), json::array(), true),
       container_json("idle", json::array()),
   });
-  const ContainerStateCounts n = count_container_states(items);
+  // Read as podshimctl reads podshimd's answer: with the model's reader.
+  auto read = read_containers(items);
+  ASSERT_TRUE(read) << read.error().message;
+  const std::vector<core::Container>& cs = *read;
+  const ContainerStateCounts n = count_container_states(cs);
   EXPECT_EQ(n.drifting, 1u);
   EXPECT_EQ(n.resize_in_progress, 1u);  // "running" only
   EXPECT_EQ(n.resize_error, 1u);
   EXPECT_EQ(n.resize_pending, 1u);
   EXPECT_EQ(n.restart_required, 1u);
 
-  EXPECT_EQ(fmt_conditions(items[0]), "-");
-  EXPECT_EQ(fmt_drift(items[0]), "memory.max");
-  EXPECT_EQ(fmt_conditions(items[1]), "InProgress/Error");
-  EXPECT_EQ(fmt_drift(items[1]), "-");
-  EXPECT_EQ(fmt_conditions(items[2]), "InProgress");
-  EXPECT_EQ(fmt_conditions(items[3]), "Pending/Deferred");
-  EXPECT_EQ(fmt_conditions(items[4]), "RestartRequired");
+  EXPECT_EQ(fmt_conditions(cs[0]), "-");
+  EXPECT_EQ(fmt_drift(cs[0]), "memory.max");
+  EXPECT_EQ(fmt_conditions(cs[1]), "InProgress/Error");
+  EXPECT_EQ(fmt_drift(cs[1]), "-");
+  EXPECT_EQ(fmt_conditions(cs[2]), "InProgress");
+  EXPECT_EQ(fmt_conditions(cs[3]), "Pending/Deferred");
+  EXPECT_EQ(fmt_conditions(cs[4]), "RestartRequired");
+}
+
+// An answer item the model's reader refuses is an error naming the item
+// and the field, not a row of blanks.
+TEST(CtlResizeState, AnUnreadableItemIsNamed) {
+  json items = json::array({container_json("fine", json::array()), json{{"podUid", "p"}}});
+  auto read = read_containers(items);
+  ASSERT_FALSE(read);
+  EXPECT_NE(read.error().message.find("container 1"), std::string::npos) << read.error().message;
+  EXPECT_NE(read.error().message.find("missing field 'id'"), std::string::npos) << read.error().message;
 }
 
 // The counts of `podshimctl status -o json` as numbers.
