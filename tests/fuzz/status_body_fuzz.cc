@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_reply(rep);
       if (rep.status == 201) {
         // What was registered can be read back and removed by its id.
-        auto j = nlohmann::json::parse(rep.body, nullptr, false);
+        auto j = nlohmann::json::parse(rep.text(), nullptr, false);
         if (j.is_discarded() || !j.contains("id") || !j["id"].is_string()) __builtin_trap();
         const std::string id = j["id"].get<std::string>();
         if (!store->container(id)) __builtin_trap();
