@@ -535,14 +535,16 @@ Reply Api::register_container(std::string_view body) {
   auto source = core::parse_source(src->empty() ? "hook" : *src);
   if (!source) return error_reply(400, source.error().message);
   if (!existed) c.source = *source;
-  if (auto it = j->find("resources"); it != j->end() && !existed) {
-    // Only a first registration sets resources: afterwards podshim's own
-    // allocation is the truth, not a replayed hook payload.
+  if (auto it = j->find("resources"); it != j->end()) {
+    // Checked on every registration, so that a body's answer does not depend
+    // on whether the container was known; only a first registration sets
+    // them: afterwards podshim's own allocation is the truth, not a replayed
+    // hook payload.
     core::K8sResources r;
     auto pr = parse_resources(*it, "resources", &r, nullptr);
     if (!pr) return error_reply(400, pr.error().message);
     if (auto k = cgroup::check_kernel_limits(r, {}, "resources"); !k) return error_reply(400, k.error().message);
-    c.desired = c.allocated = r;
+    if (!existed) c.desired = c.allocated = r;
   }
   if (!c.pod_uid.empty() && !deps_.store->pod(c.pod_uid)) {
     auto p = pod_of_registration(*j, c);

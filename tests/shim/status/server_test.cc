@@ -364,6 +364,17 @@ TEST_F(ServerTest, MalformedRequestsAreRefusedAndServerStaysUp) {
   EXPECT_NE(big.body.find("below one page"), std::string::npos) << big.body;
   EXPECT_FALSE(store->container("big"));
   register_c("c1");
+  // Re-registering a known container with a body whose resources are wrong
+  // is refused as a first registration is (the answer does not depend on
+  // whether the container was known), and changes nothing.
+  const auto before = store->container("c1");
+  for (auto& c : {Case{R"({"id":"c1","resources":{",imits":{"cpu":"1"}}})", "unknown field 'resources.,imits'"},
+                  Case{R"({"id":"c1","resources":{"limits":{"memory":"100"}}})", "below one page"}}) {
+    auto r = req("POST", "/v1/containers", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_NE(r.body.find(c.want), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_TRUE(store->container("c1") == before);
   for (auto& c : {Case{R"({"resources":{"limits":{"gpu":"1"}}})", "unknown field 'resources.limits.gpu'"},
                   Case{R"({"resources":{"limits":{"memory":"lots"}}})", "lots"},
                   Case{R"({"resizePolicy":[{"resourceName":"cpu","restartPolicy":"Sometimes"}]})", "Sometimes"},
