@@ -100,15 +100,16 @@ Result<void> read_memory_max(std::string_view raw, Actual& a, WeightFormula) {
 }
 
 constexpr char kMemoryMax[] = "memory.max", kMemoryHigh[] = "memory.high", kMemoryLow[] = "memory.low",
-               kMemoryMin[] = "memory.min", kPidsMax[] = "pids.max";
+               kMemoryMin[] = "memory.min";
 constexpr char kPMemoryMax[] = "MemoryMax", kPMemoryHigh[] = "MemoryHigh", kPMemoryLow[] = "MemoryLow",
-               kPMemoryMin[] = "MemoryMin", kPTasksMax[] = "TasksMax";
+               kPMemoryMin[] = "MemoryMin";
 
-// The rows. Resized attributes first, in the order a step writes them
-// (a container's cpu step: weight, then max); then attributes that only
+// The built-in rows. Resized attributes first, in the order a step writes
+// them (a container's cpu step: weight, then max); then attributes that only
 // have a systemd mapping (memory.high is the shrink's clamp, written to the
 // file directly).
-const std::array<Controller, 8> kControllers{{
+constexpr size_t kBuiltIn = 7;
+const std::array<Controller, kBuiltIn> kBuiltInRows{{
     {"cpu.weight", "cpu", Resource::Cpu, false, want_cpu_weight, strings_differ, weight_magnitude,
      cpu_weight_properties, read_cpu_weight, Lowering::Write},
     {"cpu.max", "cpu", Resource::Cpu, true, want_cpu_max, cpu_max_differs, cpu_max_magnitude, cpu_max_properties,
@@ -121,21 +122,67 @@ const std::array<Controller, 8> kControllers{{
      limit_properties<kMemoryLow, kPMemoryLow>, nullptr, Lowering::Write},
     {"memory.min", "memory", Resource::Memory, false, nullptr, strings_differ, bytes_magnitude,
      limit_properties<kMemoryMin, kPMemoryMin>, nullptr, Lowering::Write},
-    {"pids.max", "pids", Resource::Cpu /* never planned */, true, nullptr, strings_differ, bytes_magnitude,
-     limit_properties<kPidsMax, kPTasksMax>, nullptr, Lowering::Write},
     // memory.reclaim: written by the shrink, no property, nothing to compare.
     {"memory.reclaim", "memory", Resource::Memory, false, nullptr, strings_differ, bytes_magnitude, nullptr,
      nullptr, Lowering::Write},
 }};
 
+// The table: the built-in rows, then registered ones. A fixed array, so a
+// row's address (PlanAttr::row, controller_for) never moves.
+struct Table {
+  static constexpr size_t kCapacity = 32;
+  std::array<Controller, kCapacity> rows{};
+  size_t size = 0;
+  Table() {
+    for (const auto& r : kBuiltInRows) rows[size++] = r;
+  }
+};
+Table& table() {
+  static Table t;  // built on first use, so static registrations may come first
+  return t;
+}
+
 }  // namespace
 
-std::span<const Controller> controllers() { return kControllers; }
+std::span<const Controller> controllers() {
+  const Table& t = table();
+  return {t.rows.data(), t.size};
+}
+
+std::span<const Controller> registered_resources() { return controllers().subspan(kBuiltIn); }
 
 const Controller* controller_for(std::string_view file) {
-  for (const auto& c : kControllers)
+  for (const auto& c : controllers())
     if (c.file == file) return &c;
   return nullptr;
+}
+
+const Controller* resource_named(std::string_view name) {
+  for (const auto& c : registered_resources())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+Result<void> register_resource(const Controller& row) {
+  if (row.name.empty() || row.file.empty() || row.controller.empty() || !row.want || !row.read_back)
+    return fail(EINVAL, "resource row '{}' ({}) needs a name, a file, a controller, want and read_back", row.name,
+                row.file);
+  // Names the built-in model spells out itself.
+  if (row.name == "cpu" || row.name == "memory" || resource_named(row.name))
+    return fail(EEXIST, "a resource named '{}' is already in the table", row.name);
+  if (controller_for(row.file)) return fail(EEXIST, "attribute '{}' is already in the table", row.file);
+  Table& t = table();
+  if (t.size == Table::kCapacity) return fail(ENOSPC, "the controller table is full ({} rows)", Table::kCapacity);
+  Controller r = row;
+  r.resource = Resource::Other;
+  t.rows[t.size++] = r;
+  return {};
+}
+
+std::optional<int64_t> extra_value(const K8sResources& r, std::string_view name) {
+  auto it = r.extra.find(name);
+  if (it == r.extra.end()) return std::nullopt;
+  return it->second;
 }
 
 Result<std::vector<UnitProperty>> properties_for_attr(std::string_view attr, std::string_view value) {

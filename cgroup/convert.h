@@ -14,9 +14,16 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/flat_map.hpp>
+
 #include "base/result.h"
 
 namespace podshim::cgroup {
+
+// Values of registered resources by name (controllers.h). A sorted vector:
+// one pointer-sized triple when empty, which it is on every node that
+// registers none, in each of a container's four resource sets.
+using ExtraValues = boost::container::flat_map<std::string, int64_t, std::less<>>;
 
 // How cgroup v1 cpu shares become a cgroup v2 cpu.weight.
 enum class WeightFormula {
@@ -35,6 +42,11 @@ enum class WeightFormula {
 struct K8sResources {
   std::optional<int64_t> cpu_request_milli, cpu_limit_milli;
   std::optional<int64_t> memory_request_bytes, memory_limit_bytes;
+  // Resources beyond cpu and memory, by the name of their row in the
+  // controller table (register_resource, controllers.h): a limit or request
+  // as the row says, in the row's own unit. Empty on every node that
+  // registers none.
+  ExtraValues extra = {};
   bool operator==(const K8sResources&) const = default;
 };
 

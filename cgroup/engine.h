@@ -155,6 +155,8 @@ struct Actual {
   uint64_t oom = 0, oom_kill = 0, events_max = 0, events_high = 0;
   std::string cpu_max_raw, memory_max_raw;  // as the kernel wrote them (the NRI adapter's messages)
   std::optional<uint64_t> cpu_weight;
+  // What the rows of registered resources read (K8sResources::extra).
+  ExtraValues extra = {};
   // The shares→weight formula cpu_request_milli was converted with.
   WeightFormula formula = WeightFormula::Quadratic;
 };

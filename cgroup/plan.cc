@@ -13,7 +13,7 @@ bool attr_differs(const std::string& file, const std::string& cur, const std::st
 
 std::vector<PlanStep> plan_resize(const std::vector<PlanTarget>& targets) {
   std::vector<PlanStep> out;
-  for (Resource res : {Resource::Memory, Resource::Cpu}) {
+  for (Resource res : {Resource::Memory, Resource::Cpu, Resource::Other}) {
     std::vector<PlanStep> pod_inc, ctr_dec, pod_dec, ctr_inc;
     for (size_t i = 0; i < targets.size(); ++i) {
       const PlanTarget& t = targets[i];

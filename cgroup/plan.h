@@ -1,7 +1,7 @@
 // The resize planner: a pure function from current and desired attribute
 // values to ordered steps, in the kubelet's order (kuberuntime_manager.go
 // doPodResizeAction, KEP-1287 "Container resource limit update ordering"):
-// for memory, then for cpu:
+// for memory, then for cpu (then for registered resources, the same way):
 //   1. pod cgroup increases   2. container decreases
 //   3. pod cgroup decreases   4. container increases
 // so a pod's limit is never below the sum of its containers' limits at any

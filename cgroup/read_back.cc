@@ -18,6 +18,9 @@ Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, st
       continue;
     }
     auto v = d.read_trimmed(std::string(row.file));
+    // A registered resource's controller may be off in this cgroup: then
+    // there is nothing of it to read, which is no failure of the rest.
+    if (!v && !row.name.empty() && v.error().code == ENOENT) continue;
     if (!v) return Unexpected(v.error());
     PODSHIM_TRY(row.read_back(*v, a, f));
   }

@@ -73,8 +73,9 @@ std::shared_ptr<UnitManager> make_sdbus_unit_manager();  // kDefaultUnitCallTime
 //   cpu.weight "N"          → CPUWeight=N
 //   cpu.max "Q P" / "max P" → CPUQuotaPeriodUSec=P, CPUQuotaPerSecUSec=Q*1e6/P (or infinity)
 //   memory.{max,high,low,min} → Memory{Max,High,Low,Min} ("max" → infinity)
-//   pids.max               → TasksMax
-// Other attributes (memory.reclaim…) have no property: an empty vector.
+// Other attributes (memory.reclaim…) have no property: an empty vector. A
+// registered resource's row brings its own (pids.max → TasksMax in
+// tests/cgroup/descriptor_test.cc).
 // The mapping is the `properties` column of the controller table
 // (controllers.cc).
 Result<std::vector<UnitProperty>> properties_for_attr(std::string_view attr, std::string_view value);

@@ -100,6 +100,16 @@ Result<K8sResources> resources_from_json(const json& j) {
   PODSHIM_TRY(get_opt(j, "cpuLimitMilli", &r.cpu_limit_milli));
   PODSHIM_TRY(get_opt(j, "memoryRequestBytes", &r.memory_request_bytes));
   PODSHIM_TRY(get_opt(j, "memoryLimitBytes", &r.memory_limit_bytes));
+  // Registered resources by name. A name this build does not register is
+  // kept (the state of a build that did): nothing writes it to a cgroup.
+  if (auto it = j.find("extra"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return fail(EINVAL, "field 'extra' must be an object");
+    for (const auto& item : it->items()) {
+      std::optional<int64_t> v;
+      if (auto ok = get_opt(*it, item.key().c_str(), &v); !ok) return wrap(ok, "in 'extra'");
+      if (v) r.extra.emplace(item.key(), *v);
+    }
+  }
   return r;
 }
 

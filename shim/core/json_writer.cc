@@ -56,6 +56,21 @@ void resources_fields(std::string& out, const K8sResources& r, bool& first, bool
   };
   opt("cpuLimitMilli", r.cpu_limit_milli);
   opt("cpuRequestMilli", r.cpu_request_milli);
+  if (!r.extra.empty()) {
+    if (!first) out += ',';
+    first = false;
+    key(out, "extra");
+    out += '{';
+    bool first_extra = true;
+    for (const auto& [name, v] : r.extra) {
+      if (!first_extra) out += ',';
+      first_extra = false;
+      append_json_string(out, name);
+      out += ':';
+      num(out, v);
+    }
+    out += '}';
+  }
   if (with_current) {
     if (!first) out += ',';
     first = false;

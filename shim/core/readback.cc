@@ -13,6 +13,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "cgroup/path.h"
+#include "cgroup/plan.h"
 #include "cgroup/read_back.h"
 #include "shim/core/oom_kills.h"
 
@@ -36,39 +37,61 @@ constexpr uint64_t kUsageStepDivisor = 10;
 
 struct Fds {
   std::array<UniqueFd, kNumFiles> files;  // invalid: the file does not exist (controller off)
+  std::vector<UniqueFd> more;             // cgroup::registered_resources()' files, in table order
 };
 
 // The text of each attribute, nullopt where the file does not exist.
-using Raw = std::array<std::optional<std::string>, kNumFiles>;
+struct Raw {
+  std::array<std::optional<std::string>, kNumFiles> files;
+  std::vector<std::optional<std::string>> more;  // as Fds::more
+  std::optional<std::string>& operator[](size_t i) { return files[i]; }
+  const std::optional<std::string>& operator[](size_t i) const { return files[i]; }
+};
 
 bool gone_errno(int e) { return e == ENOENT || e == ENODEV || e == ESTALE; }
 
+// cgroup v2 attributes are seq_files: a pread at offset 0 regenerates the
+// content (fs/seq_file.c seq_read_iter restarts when the position differs
+// from the last read's), so a kept fd reads current values.
+Result<void> read_file(const UniqueFd& fd, std::string_view name, std::optional<std::string>& out) {
+  if (!fd) return {};
+  char buf[4096];
+  ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
+  if (n < 0) return fail_errno("reading {}", name);
+  if (static_cast<size_t>(n) == sizeof buf) return fail(EFBIG, "{} is larger than {} bytes", name, sizeof buf);
+  out = std::string(str::trim(std::string_view(buf, static_cast<size_t>(n))));
+  return {};
+}
+
 Result<Raw> read_files(const Fds& f) {
   Raw raw;
-  char buf[4096];
-  for (size_t i = 0; i < kNumFiles; ++i) {
-    if (!f.files[i]) continue;
-    // cgroup v2 attributes are seq_files: a pread at offset 0 regenerates
-    // the content (fs/seq_file.c seq_read_iter restarts when the position
-    // differs from the last read's), so a kept fd reads current values.
-    ssize_t n = ::pread(f.files[i].get(), buf, sizeof buf, 0);
-    if (n < 0) return fail_errno("reading {}", kFiles[i]);
-    if (static_cast<size_t>(n) == sizeof buf) return fail(EFBIG, "{} is larger than {} bytes", kFiles[i], sizeof buf);
-    raw[i] = std::string(str::trim(std::string_view(buf, static_cast<size_t>(n))));
-  }
+  for (size_t i = 0; i < kNumFiles; ++i) PODSHIM_TRY(read_file(f.files[i], kFiles[i], raw[i]));
+  const auto rows = cgroup::registered_resources();
+  raw.more.resize(f.more.size());
+  for (size_t i = 0; i < f.more.size(); ++i) PODSHIM_TRY(read_file(f.more[i], rows[i].file, raw.more[i]));
   return raw;
+}
+
+// An attribute file beneath `dir`; an invalid fd where it does not exist
+// (that controller is not enabled here).
+Result<UniqueFd> open_file(int dir, const char* name) {
+  int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno != ENOENT) return fail_errno("opening {}", name);
+  return UniqueFd(fd < 0 ? -1 : fd);
 }
 
 // Opens the attribute files beneath the cgroup directory `dir`.
 Result<Fds> open_files(int dir) {
   Fds f;
   for (size_t i = 0; i < kNumFiles; ++i) {
-    int fd = ::openat(dir, kFiles[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-      if (errno == ENOENT) continue;  // that controller is not enabled here
-      return fail_errno("opening {}", kFiles[i]);
-    }
-    f.files[i] = UniqueFd(fd);
+    auto fd = open_file(dir, kFiles[i]);
+    if (!fd) return Unexpected(fd.error());
+    f.files[i] = std::move(*fd);
+  }
+  for (const cgroup::Controller& row : cgroup::registered_resources()) {
+    auto fd = open_file(dir, std::string(row.file).c_str());
+    if (!fd) return Unexpected(fd.error());
+    f.more.push_back(std::move(*fd));
   }
   if (!f.files[kWeight] && !f.files[kCpuMax] && !f.files[kMemMax] && !f.files[kMemCurrent])
     return fail(ENOENT, "the cgroup has neither cpu nor memory attributes (removed?)");
@@ -81,6 +104,7 @@ struct Kernel {
   std::optional<cgroup::CpuMax> cpu_max;
   std::optional<std::optional<uint64_t>> memory_max;  // inner nullopt: "max"
   uint64_t memory_current = 0, oom_kill = 0;
+  cgroup::ExtraValues extra;  // registered resources
   Raw raw;
 };
 
@@ -107,12 +131,18 @@ Result<Kernel> parse(Raw raw) {
     k.memory_current = *c;
   }
   if (raw[kMemEvents]) k.oom_kill = cgroup::parse_memory_events(*raw[kMemEvents]).oom_kill;
+  const auto rows = cgroup::registered_resources();
+  cgroup::Actual more;
+  for (size_t i = 0; i < raw.more.size(); ++i)
+    if (raw.more[i]) PODSHIM_TRY(rows[i].read_back(*raw.more[i], more, cgroup::WeightFormula::Quadratic));
+  k.extra = std::move(more.extra);
   k.raw = std::move(raw);
   return k;
 }
 
 bool allocated_empty(const K8sResources& r) {
-  return !r.cpu_request_milli && !r.cpu_limit_milli && !r.memory_limit_bytes && !r.memory_request_bytes;
+  return !r.cpu_request_milli && !r.cpu_limit_milli && !r.memory_limit_bytes && !r.memory_request_bytes &&
+         r.extra.empty();
 }
 
 cgroup::WeightFormula other(cgroup::WeightFormula f) {
@@ -165,6 +195,15 @@ std::vector<Drift> judge(const K8sResources& a, const Kernel& k, cgroup::WeightF
     if (!ok)
       out.push_back({std::string(kDriftMemoryLimit), "memory.max", cgroup::memory_max_value(a.memory_limit_bytes),
                      *k.raw[kMemMax], 0});
+  }
+  // Registered resources: their row's own value and comparison, under the
+  // resource's name.
+  const auto rows = cgroup::registered_resources();
+  for (size_t i = 0; i < k.raw.more.size(); ++i) {
+    if (!k.raw.more[i]) continue;
+    const auto want = rows[i].want(a, cgroup::ConvertContext{f, false});
+    if (want && cgroup::attr_differs(std::string(rows[i].file), *k.raw.more[i], *want))
+      out.push_back({std::string(rows[i].name), std::string(rows[i].file), *want, *k.raw.more[i], 0});
   }
   return out;
 }
@@ -285,6 +324,8 @@ struct ReadBack::Impl {
     size_t h = 0;
     for (const auto& v : {r.cpu_request_milli, r.cpu_limit_milli, r.memory_request_bytes, r.memory_limit_bytes})
       h = h * 1000003u ^ (v ? std::hash<int64_t>{}(*v) + 0x9e3779b97f4a7c15ull : 0);
+    for (const auto& [name, v] : r.extra)
+      h = h * 1000003u ^ (std::hash<std::string_view>{}(name) + std::hash<int64_t>{}(v));
     return h;
   }
 
@@ -521,6 +562,7 @@ struct ReadBack::Impl {
     if (k.cpu_max && k.cpu_max->quota_us)
       act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k.cpu_max->quota_us, k.cpu_max->period_us);
     if (k.memory_max && *k.memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k.memory_max);
+    act.resources.extra = k.extra;
     act.memory_current = k.memory_current;
     act.oom_kill = k.oom_kill;
     act.read_unix_ms = now_unix_ms();

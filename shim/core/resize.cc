@@ -38,6 +38,7 @@ K8sResources merge(K8sResources base, const K8sResources& over, const Removals& 
   if (rm.cpu_limit) base.cpu_limit_milli.reset();
   if (rm.memory_request) base.memory_request_bytes.reset();
   if (rm.memory_limit) base.memory_limit_bytes.reset();
+  for (const auto& [name, v] : over.extra) base.extra.insert_or_assign(name, v);
   return base;
 }
 
@@ -47,6 +48,8 @@ Result<void> validate(const K8sResources& r) {
   for (auto v : {r.cpu_request_milli, r.cpu_limit_milli, r.memory_request_bytes, r.memory_limit_bytes}) {
     if (v && *v < 0) return fail(EINVAL, "negative resource value {}", *v);
   }
+  for (const auto& [name, v] : r.extra)
+    if (v < 0) return fail(EINVAL, "negative {} value {}", name, v);
   if (r.cpu_request_milli && r.cpu_limit_milli && *r.cpu_request_milli > *r.cpu_limit_milli) {
     return fail(EINVAL, "cpu request ({}m) must be less than or equal to cpu limit ({}m)",
                 *r.cpu_request_milli, *r.cpu_limit_milli);
@@ -67,6 +70,7 @@ ActualResources to_actual(const cgroup::Actual& a, std::optional<int64_t> target
   if (a.cpu_weight) out.resources.cpu_request_milli = cgroup::held_cpu_request(*a.cpu_weight, target_cpu_request, a.formula);
   out.resources.cpu_limit_milli = a.cpu_limit_milli;
   out.resources.memory_limit_bytes = a.memory_limit_bytes;
+  out.resources.extra = a.extra;
   out.memory_current = a.memory_current;
   out.oom_kill = a.oom_kill;
   out.read_unix_ms = now_unix_ms();
@@ -569,7 +573,9 @@ Result<std::optional<cgroup::ResizeTarget>> ResizeManager::allocate_container(Fl
   const std::optional<cgroup::ResizeTarget> none;
   bool cpu_changed = cpu_differs(it.c.allocated, it.next);
   bool mem_changed = mem_differs(it.c.allocated, it.next);
-  if (f.origin.admits && !cpu_changed && !mem_changed) {
+  // Registered resources have no resizePolicy of their own: NotRequired.
+  bool extra_changed = it.c.allocated.extra != it.next.extra;
+  if (f.origin.admits && !cpu_changed && !mem_changed && !extra_changed) {
     if (running_.count(it.c.id)) {
       // What a running actuation will leave: its outcome is this one's (the
       // container keeps last_outcome "in_progress" until it lands).
@@ -582,14 +588,15 @@ Result<std::optional<cgroup::ResizeTarget>> ResizeManager::allocate_container(Fl
     if (it.c.actuated && !it.c.restart_required) {
       cpu_changed = cpu_differs(*it.c.actuated, it.next);
       mem_changed = mem_differs(*it.c.actuated, it.next);
+      extra_changed = it.c.actuated->extra != it.next.extra;
     }
-    if (!cpu_changed && !mem_changed) {
+    if (!cpu_changed && !mem_changed && !extra_changed) {
       it.c.conditions.in_progress.reset();
       it.c.last_outcome = "unchanged";
       return none;
     }
   }
-  if (cpu_changed || mem_changed) f.any_change = true;
+  if (cpu_changed || mem_changed || extra_changed) f.any_change = true;
   it.c.allocated = it.next;
   if (f.origin.admits && ((cpu_changed && it.cpu_policy == ResizePolicy::RestartContainer) ||
                           (mem_changed && it.memory_policy == ResizePolicy::RestartContainer))) {

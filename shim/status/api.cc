@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "cgroup/controllers.h"
 #include "cgroup/path.h"
 #include "base/str.h"
 #include "shim/core/json.h"
@@ -65,14 +67,45 @@ Result<std::optional<int64_t>> quantity(const json& j, const char* key, bool cpu
   return std::optional<int64_t>(*v);
 }
 
-Result<void> parse_resources(const json& j, std::string_view where, core::K8sResources* r, core::Removals* rm) {
+// A registered resource's quantity (cgroup::register_resource): its row's
+// parser, or a plain non-negative integer.
+Result<int64_t> extra_quantity(const cgroup::Controller& row, const json& v, std::string_view where) {
+  if (v.is_null()) return fail(EINVAL, "'{}': {} cannot be removed", where, row.name);
+  std::string q;
+  if (v.is_string()) q = v.get<std::string>();
+  else if (v.is_number_integer()) q = v.dump();
+  else return fail(EINVAL, "field '{}' must be a quantity string", where);
+  if (row.quantity) {
+    auto n = row.quantity(q);
+    if (!n) return Unexpected(n.error().wrap(fmt::format("field '{}'", where)));
+    return *n;
+  }
+  auto n = str::parse_u64(q);
+  if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return fail(EINVAL, "field '{}': '{}' is not a count", where, q);
+  return static_cast<int64_t>(*n);
+}
+
+// `where`.requests and .limits: cpu and memory, and with `extra` the
+// registered resources (a limit row under limits, a request row under
+// requests).
+Result<void> parse_resources(const json& j, std::string_view where, core::K8sResources* r, core::Removals* rm,
+                             bool extra = true) {
   PODSHIM_TRY(only_keys(j, where, {"requests", "limits"}));
   for (const char* part : {"requests", "limits"}) {
     auto it = j.find(part);
     if (it == j.end() || it->is_null()) continue;
     std::string w = fmt::format("{}.{}", where, part);
-    PODSHIM_TRY(only_keys(*it, w, {"cpu", "memory"}));
     bool req = std::string_view(part) == "requests";
+    if (!it->is_object()) return fail(EINVAL, "'{}' must be an object", w);
+    for (const auto& item : it->items()) {
+      const std::string& k = item.key();
+      if (k == "cpu" || k == "memory") continue;
+      const cgroup::Controller* row = extra ? cgroup::resource_named(k) : nullptr;
+      if (!row || row->limit == req) return fail(EINVAL, "unknown field '{}.{}'", w, k);
+      auto v = extra_quantity(*row, item.value(), fmt::format("{}.{}", w, k));
+      if (!v) return Unexpected(v.error());
+      r->extra.insert_or_assign(k, *v);
+    }
     bool rm_cpu = false, rm_mem = false;
     auto cpu = quantity(*it, "cpu", true, w, &rm_cpu);
     if (!cpu) return Unexpected(cpu.error());
@@ -370,7 +403,8 @@ Result<core::PodResize> parse_pod_resize(std::string_view body) {
   core::PodResize r;
   if (auto it = j->find("resources"); it != j->end() && !it->is_null()) {
     core::K8sResources res;
-    PODSHIM_TRY(parse_resources(*it, "resources", &res, nullptr));
+    // Registered resources are per container: the pod's cgroup has no sum of them.
+    PODSHIM_TRY(parse_resources(*it, "resources", &res, nullptr, /*extra=*/false));
     r.pod_resources = res;
   }
   if (auto it = j->find("containers"); it != j->end()) {

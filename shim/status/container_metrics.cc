@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <vector>
 
+#include "cgroup/controllers.h"
 #include "shim/core/metrics.h"
 #include "shim/core/readback.h"
 
@@ -199,11 +201,19 @@ struct Rows {
   }
 };
 
-// A cpu (cores) and a memory (bytes) series of one family, each when known.
+// A cpu (cores) and a memory (bytes) series of one family, each when known,
+// then one for each registered resource of `extra` whose row is a limit
+// (`limits`) or a request (not), in the row's unit.
 void cpu_mem(std::string& out, std::string_view name, const Labels& l, const std::optional<int64_t>& cpu_milli,
-             const std::optional<int64_t>& mem_bytes) {
+             const std::optional<int64_t>& mem_bytes, const cgroup::ExtraValues& extra,
+             bool limits) {
   if (cpu_milli) series(out, name, with(with(l, "resource", "cpu"), "unit", "core"), static_cast<double>(*cpu_milli) / 1000);
   if (mem_bytes) series(out, name, with(with(l, "resource", "memory"), "unit", "byte"), static_cast<double>(*mem_bytes));
+  for (const auto& [res, v] : extra) {
+    const cgroup::Controller* row = cgroup::resource_named(res);
+    if (!row || row->limit != limits) continue;  // a name this build does not register
+    series(out, name, with(with(l, "resource", res), "unit", row->unit), static_cast<double>(v));
+  }
 }
 
 // The pod resize conditions each container has now.
@@ -226,26 +236,32 @@ void render_conditions(std::string& out, const Rows& rows) {
 // What podshim allocated and what the kernel holds, with usage and kills.
 void render_values(std::string& out, const Rows& rows) {
   header(out, "podshim_container_allocated_requests", "gauge",
-         "Requests podshim accepted for the container (cpu in cores, memory in bytes).");
+         "Requests podshim accepted for the container (cpu in cores, memory in bytes, others in their unit label).");
   rows.each([&](const Container& c, const Labels& l) {
-    cpu_mem(out, "podshim_container_allocated_requests", l, c.allocated.cpu_request_milli, c.allocated.memory_request_bytes);
+    cpu_mem(out, "podshim_container_allocated_requests", l, c.allocated.cpu_request_milli,
+            c.allocated.memory_request_bytes, c.allocated.extra, false);
   });
   header(out, "podshim_container_allocated_limits", "gauge",
-         "Limits podshim accepted for the container (cpu in cores, memory in bytes).");
+         "Limits podshim accepted for the container (cpu in cores, memory in bytes, others in their unit label).");
   rows.each([&](const Container& c, const Labels& l) {
-    cpu_mem(out, "podshim_container_allocated_limits", l, c.allocated.cpu_limit_milli, c.allocated.memory_limit_bytes);
+    cpu_mem(out, "podshim_container_allocated_limits", l, c.allocated.cpu_limit_milli, c.allocated.memory_limit_bytes,
+            c.allocated.extra, true);
   });
   header(out, "podshim_container_actual_requests", "gauge",
          "CPU request the kernel holds, converted back from cpu.weight (cores); read after each resize.");
   rows.each([&](const Container& c, const Labels& l) {
-    if (c.actual) cpu_mem(out, "podshim_container_actual_requests", l, c.actual->resources.cpu_request_milli, std::nullopt);
+    if (c.actual) {
+      cpu_mem(out, "podshim_container_actual_requests", l, c.actual->resources.cpu_request_milli, std::nullopt,
+              c.actual->resources.extra, false);
+    }
   });
   header(out, "podshim_container_actual_limits", "gauge",
-         "Limits the kernel holds (cpu.max in cores, memory.max in bytes); read after each resize.");
+         "Limits the kernel holds (cpu.max in cores, memory.max in bytes, others in their unit label); read after each "
+         "resize.");
   rows.each([&](const Container& c, const Labels& l) {
     if (c.actual) {
       cpu_mem(out, "podshim_container_actual_limits", l, c.actual->resources.cpu_limit_milli,
-              c.actual->resources.memory_limit_bytes);
+              c.actual->resources.memory_limit_bytes, c.actual->resources.extra, true);
     }
   });
   header(out, "podshim_container_memory_usage_bytes", "gauge",
@@ -263,16 +279,20 @@ void render_values(std::string& out, const Rows& rows) {
 void render_drift(std::string& out, const Rows& rows) {
   header(out, "podshim_drift", "gauge",
          "1 while the kernel holds a value other than the one podshim last gave it for the container "
-         "(resource: cpu_request, cpu_limit, memory_limit), 0 while it is in step; from the first read-back. "
-         "Not a resize state: a refused or failed resize is podshim_container_resize_condition "
-         "{type=\"PodResizeInProgress\",reason=\"Error\"}, not drift.");
+         "(resource: cpu_request, cpu_limit, memory_limit, or a registered resource's name), 0 while it is in "
+         "step; from the first read-back. Not a resize state: a refused or failed resize is "
+         "podshim_container_resize_condition {type=\"PodResizeInProgress\",reason=\"Error\"}, not drift.");
   rows.each([&](const Container& c, const Labels& l) {
     if (!c.actual || c.state == "stopped") return;
-    for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) {
+    auto one = [&](std::string_view r) {
       const bool drifting =
           std::any_of(c.drift.begin(), c.drift.end(), [&](const core::Drift& d) { return d.resource == r; });
       series(out, "podshim_drift", with(l, "resource", r), drifting ? 1 : 0);
-    }
+    };
+    for (std::string_view r : {core::kDriftCpuRequest, core::kDriftCpuLimit, core::kDriftMemoryLimit}) one(r);
+    // A registered resource is judged where it is allocated (and read).
+    for (const auto& [name, v] : c.allocated.extra)
+      if (cgroup::resource_named(name)) one(name);
   });
 }
 
