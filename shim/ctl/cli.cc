@@ -1,6 +1,7 @@
 #include "shim/ctl/cli.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 #include <set>
 
@@ -103,6 +104,20 @@ std::optional<Format> resolve_format(const GlobalOptions& o, const std::vector<F
              (f ? " is not offered here" : "") + " (allowed: " + format_list(allowed) + ")";
   }
   return std::nullopt;
+}
+
+std::optional<Format> command_format(std::string_view who, const GlobalOptions& o,
+                                     const std::vector<Format>& allowed, Format fallback) {
+  std::string err;
+  auto f = resolve_format(o, allowed, fallback, &err);
+  if (!f) std::fprintf(stderr, "podshimctl %.*s: %s\n", static_cast<int>(who.size()), who.data(), err.c_str());
+  return f;
+}
+
+int usage_error_try_help(std::string_view who, std::string_view message) {
+  std::fprintf(stderr, "podshimctl %.*s: %.*s\nTry 'podshimctl %.*s --help'.\n", static_cast<int>(who.size()),
+               who.data(), static_cast<int>(message.size()), message.data(), static_cast<int>(who.size()), who.data());
+  return kExitUsage;
 }
 
 // ---- output --------------------------------------------------------------------
@@ -225,7 +240,7 @@ std::string render_document(const json& j, Format f) {
 }
 
 void print_listing(const json& doc, Format f, const Table& table, std::ostream& out, std::ostream& err) {
-  if (f == Format::Json || f == Format::Yaml) {
+  if (is_document(f)) {
     out << render_document(doc, f);
     return;
   }

@@ -55,6 +55,15 @@ OptionResult take_global_option(int argc, char** argv, int* i, GlobalOptions* o,
 // and the allowed ones ("unknown output format 'xml' (allowed: json or yaml)").
 std::optional<Format> resolve_format(const GlobalOptions& o, const std::vector<Format>& allowed, Format fallback,
                                      std::string* error);
+// resolve_format for command `who` (as the user typed it, "get"): when -o is
+// not allowed, prints "podshimctl WHO: <why>" on stderr and returns nullopt;
+// the command then exits with kExitUsage.
+std::optional<Format> command_format(std::string_view who, const GlobalOptions& o,
+                                     const std::vector<Format>& allowed, Format fallback);
+
+// A usage error of command `who`: "podshimctl WHO: MESSAGE" and
+// "Try 'podshimctl WHO --help'." on stderr. Returns kExitUsage.
+int usage_error_try_help(std::string_view who, std::string_view message);
 
 // ---- output --------------------------------------------------------------------
 
@@ -71,6 +80,9 @@ YAML::Node to_yaml_node(const nlohmann::json& j);
 // something else ("35", "true", "null", "") is double-quoted, so the YAML
 // carries exactly the data the JSON does.
 std::string to_yaml(const nlohmann::json& j);
+// Whether `f` prints the whole JSON document (json, yaml) rather than the
+// command's own table or text (table, wide).
+inline bool is_document(Format f) { return f == Format::Json || f == Format::Yaml; }
 // json (2-space indent) or yaml, newline-terminated.
 std::string render_document(const nlohmann::json& j, Format f);
 

@@ -91,7 +91,7 @@ int cmd_cgroup_values(int argc, char** argv) {
   out["memory.max"] = v.memory_max;
   out["weight_formula"] = std::string(cgroup::formula_name(formula));
   out["cgroup_driver"] = systemd ? "systemd" : "cgroupfs";
-  if (*f == Format::Json || *f == Format::Yaml) {
+  if (is_document(*f)) {
     std::cout << render_document(out, *f);
     return kExitOk;
   }

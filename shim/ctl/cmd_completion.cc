@@ -11,17 +11,9 @@ namespace {
 
 int run_completion(int argc, char** argv) {
   if (auto h = handle_help(argc, argv, std::cout)) return *h;
-  if (argc != 2) {
-    std::fprintf(stderr, "podshimctl completion: %s\nTry 'podshimctl completion --help'.\n",
-                 argc < 2 ? "name a shell: bash or zsh" : "one shell only: bash or zsh");
-    return kExitUsage;
-  }
-  GlobalOptions g = globals();
-  std::string err;
-  if (!resolve_format(g, {}, Format::Table, &err)) {
-    std::fprintf(stderr, "podshimctl completion: %s\n", err.c_str());
-    return kExitUsage;
-  }
+  if (argc != 2)
+    return usage_error_try_help("completion", argc < 2 ? "name a shell: bash or zsh" : "one shell only: bash or zsh");
+  if (!command_format("completion", globals(), {}, Format::Table)) return kExitUsage;
   std::string_view shell = argv[1];
   if (shell == "bash") {
     std::cout << bash_completion();

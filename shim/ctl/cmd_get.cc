@@ -125,7 +125,7 @@ int run_get(int argc, char** argv) {
   int rc = parse_command_line("get", argc, argv, &g, [&](int i) {
     std::string_view a = argv[i];
     if (a.starts_with("-")) {
-      std::fprintf(stderr, "podshimctl get: unknown option '%s'\nTry 'podshimctl get --help'.\n", argv[i]);
+      usage_error_try_help("get", "unknown option '" + std::string(a) + "'");
       return false;
     }
     pos.emplace_back(a);
@@ -141,12 +141,8 @@ int run_get(int argc, char** argv) {
     std::fprintf(stderr, "podshimctl get: unknown kind '%s' (want pods or containers)\n", pos[0].c_str());
     return kExitUsage;
   }
-  std::string err;
-  auto f = resolve_format(g, kFormats, Format::Table, &err);
-  if (!f) {
-    std::fprintf(stderr, "podshimctl get: %s\n", err.c_str());
-    return kExitUsage;
-  }
+  auto f = command_format("get", g, kFormats, Format::Table);
+  if (!f) return kExitUsage;
   const std::string kind = sub->name;
   const bool one = pos.size() == 2;
   const bool wide = *f == Format::Wide;
@@ -167,7 +163,7 @@ int run_get(int argc, char** argv) {
     }
     return kExitOk;
   }
-  if (*f == Format::Json || *f == Format::Yaml) {
+  if (is_document(*f)) {
     std::cout << render_document(j, *f);
     return kExitOk;
   }

@@ -128,8 +128,7 @@ std::optional<int> parse_resize_args(int argc, char** argv, GlobalOptions* g, Re
       continue;
     }
     if (arg.starts_with("-")) {
-      std::fprintf(stderr, "podshimctl resize: unknown option '%s'\nTry 'podshimctl resize --help'.\n", argv[i]);
-      return kExitUsage;
+      return usage_error_try_help("resize", "unknown option '" + std::string(arg) + "'");
     }
     if (!a->id.empty()) {
       std::fprintf(stderr, "podshimctl resize: more than one ID given\n");
@@ -138,10 +137,9 @@ std::optional<int> parse_resize_args(int argc, char** argv, GlobalOptions* g, Re
     a->id = std::string(arg);
   }
   if (a->id.empty() || (a->requests.empty() && a->limits.empty() && a->policy.empty())) {
-    std::fprintf(stderr, "podshimctl resize: %s\nTry 'podshimctl resize --help'.\n",
-                 a->id.empty() ? "no ID given"
-                               : "nothing to change: give --cpu, --cpu-limit, --memory, --memory-request or --policy");
-    return kExitUsage;
+    return usage_error_try_help(
+        "resize", a->id.empty() ? "no ID given"
+                                : "nothing to change: give --cpu, --cpu-limit, --memory, --memory-request or --policy");
   }
   if (a->pod && !a->policy.empty()) {
     std::fprintf(stderr, "podshimctl resize: pods have no resizePolicy (KEP-5419); drop --policy\n");
@@ -195,7 +193,7 @@ void print_report(const json& r) {
 }
 
 void print_result(const ResizeArgs& a, const json& j, Format f) {
-  if (f == Format::Json || f == Format::Yaml) {
+  if (is_document(f)) {
     std::cout << render_document(j, f);
     return;
   }
@@ -215,12 +213,8 @@ int run_resize(int argc, char** argv) {
   GlobalOptions g = globals();
   ResizeArgs a;
   if (auto rc = parse_resize_args(argc, argv, &g, &a)) return *rc;
-  std::string err;
-  auto f = resolve_format(g, kFormats, Format::Table, &err);
-  if (!f) {
-    std::fprintf(stderr, "podshimctl resize: %s\n", err.c_str());
-    return kExitUsage;
-  }
+  auto f = command_format("resize", g, kFormats, Format::Table);
+  if (!f) return kExitUsage;
   std::string target = (a.pod ? "/v1/pods/" : "/v1/containers/") + a.id + "/resize";
   int rc = kExitOk;
   json j;

@@ -115,18 +115,13 @@ int run_status(int argc, char** argv) {
   if (auto h = handle_help(argc, argv, std::cout)) return *h;
   GlobalOptions g = globals();
   int rc = parse_command_line("status", argc, argv, &g, [&](int i) {
-    std::fprintf(stderr, "podshimctl status: unknown argument '%s'\nTry 'podshimctl status --help'.\n", argv[i]);
+    usage_error_try_help("status", "unknown argument '" + std::string(argv[i]) + "'");
     return false;
   });
   if (rc != kExitOk) return rc;
-  std::string err;
-  auto f = resolve_format(g, kFormats, Format::Table, &err);
-  if (!f) {
-    std::fprintf(stderr, "podshimctl status: %s\n", err.c_str());
-    return kExitUsage;
-  }
-  status::ClientOptions o;
-  o.socket_path = socket_path(g);
+  auto f = command_format("status", g, kFormats, Format::Table);
+  if (!f) return kExitUsage;
+  const status::ClientOptions o = client_options(g);
   auto health = status::http_request(o, "GET", "/healthz");
   if (!health) {
     std::fprintf(stderr, "podshimctl: podshimd unreachable at %s: %s\n", o.socket_path.c_str(),
@@ -171,7 +166,7 @@ int run_status(int argc, char** argv) {
     if (auto c = all.find("podshim_nri_connected"); c != all.end()) j["nri"]["connected"] = c->second.value == 1;
   }
   if (auto b = all.find("podshim_build_info"); b != all.end()) j["podshimdBuild"] = b->second.labels;
-  if (*f == Format::Json || *f == Format::Yaml) {
+  if (is_document(*f)) {
     std::cout << render_document(j, *f);
   } else {
     print_status(j, *f, !is_ready && ready ? ready->body.substr(0, ready->body.find('\n')) : std::string());

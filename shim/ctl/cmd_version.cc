@@ -1,6 +1,5 @@
 // podshimctl version (and podshimctl --version): the program and the
 // project version it was built from.
-#include <cstdio>
 #include <iostream>
 
 #include "shim/ctl/cli.h"
@@ -19,15 +18,10 @@ int run_version(int argc, char** argv) {
     auto t = take_output_option(argc, argv, &i, &g, &err);
     if (t == OptionResult::Taken) continue;
     if (t == OptionResult::NotMine) err = "unknown argument '" + std::string(argv[i]) + "'";
-    std::fprintf(stderr, "podshimctl version: %s\nTry 'podshimctl version --help'.\n", err.c_str());
-    return kExitUsage;
+    return usage_error_try_help("version", err);
   }
-  std::string err;
-  auto f = resolve_format(g, kFormats, Format::Json, &err);
-  if (!f) {
-    std::fprintf(stderr, "podshimctl version: %s\n", err.c_str());
-    return kExitUsage;
-  }
+  auto f = command_format("version", g, kFormats, Format::Json);
+  if (!f) return kExitUsage;
   if (!g.output) {
     std::cout << version_line() << "\n";
     return kExitOk;

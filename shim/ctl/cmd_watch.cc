@@ -23,7 +23,7 @@ int run_watch(int argc, char** argv) {
     } else if (a.starts_with("--count=")) {
       v = std::string(a.substr(8));
     } else {
-      std::fprintf(stderr, "podshimctl watch: unknown argument '%s'\nTry 'podshimctl watch --help'.\n", argv[i]);
+      usage_error_try_help("watch", "unknown argument '" + std::string(a) + "'");
       return false;
     }
     char* end = nullptr;
@@ -35,14 +35,9 @@ int run_watch(int argc, char** argv) {
     return true;
   });
   if (rc != kExitOk) return rc;
-  std::string err;
-  auto f = resolve_format(g, kFormats, Format::Table, &err);
-  if (!f) {
-    std::fprintf(stderr, "podshimctl watch: %s\n", err.c_str());
-    return kExitUsage;
-  }
-  status::ClientOptions o;
-  o.socket_path = socket_path(g);
+  auto f = command_format("watch", g, kFormats, Format::Table);
+  if (!f) return kExitUsage;
+  const status::ClientOptions o = client_options(g);
   long seen = 0;
   auto r = status::http_stream_lines(o, "/v1/watch", [&](std::string_view line) {
     if (*f == Format::Json) {

@@ -35,13 +35,19 @@ inline int exit_for_http_status(int status) {
   }
 }
 
+// Where and how podshimctl reaches podshimd's status socket.
+inline status::ClientOptions client_options(const GlobalOptions& g) {
+  status::ClientOptions o;
+  o.socket_path = socket_path(g);
+  return o;
+}
+
 // Performs a request; on transport failure prints why and sets *exit_code to
 // kExitNoAccess. On an HTTP error prints the server's message and sets
 // *exit_code by exit_for_http_status.
 inline bool call(const GlobalOptions& g, std::string_view method, std::string_view target, std::string_view body,
                  nlohmann::json* out, int* exit_code) {
-  status::ClientOptions o;
-  o.socket_path = socket_path(g);
+  const status::ClientOptions o = client_options(g);
   auto r = status::http_request(o, method, target, body);
   if (!r) {
     std::fprintf(stderr, "podshimctl: podshimd unreachable at %s: %s\n", o.socket_path.c_str(),
