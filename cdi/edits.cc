@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/str.h"
 #include "cdi/flat_index.h"
 #include "cdi/json_writer.h"
 
@@ -42,20 +43,15 @@ std::string clean_path(std::string_view p) {
   if (p.empty()) return ".";
   bool rooted = p.front() == '/';
   std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < p.size()) {
-    size_t j = p.find('/', i);
-    if (j == std::string_view::npos) j = p.size();
-    std::string_view c = p.substr(i, j - i);
-    i = j + 1;
-    if (c.empty() || c == ".") continue;
+  str::each_component(p, [&](std::string_view c) {
     if (c == "..") {
       if (!out.empty() && out.back() != "..") out.pop_back();
       else if (!rooted) out.push_back(c);
-      continue;
+    } else if (!c.empty() && c != ".") {
+      out.push_back(c);
     }
-    out.push_back(c);
-  }
+    return true;
+  });
   std::string r = rooted ? "/" : "";
   for (size_t k = 0; k < out.size(); k++) {
     if (k) r += '/';
@@ -73,20 +69,15 @@ size_t mount_depth(std::string_view d) {
   if (d.empty()) return 0;
   const bool rooted = d.front() == '/';
   size_t names = 0, dotdots = 0;  // what clean_path keeps: leading ".." (unrooted only), then names
-  size_t i = 0;
-  while (i < d.size()) {
-    size_t j = d.find('/', i);
-    if (j == std::string_view::npos) j = d.size();
-    std::string_view c = d.substr(i, j - i);
-    i = j + 1;
-    if (c.empty() || c == ".") continue;
+  str::each_component(d, [&](std::string_view c) {
     if (c == "..") {
       if (names > 0) names--;
       else if (!rooted) dotdots++;
-      continue;
+    } else if (!c.empty() && c != ".") {
+      names++;
     }
-    names++;
-  }
+    return true;
+  });
   size_t parts = names + dotdots;
   if (rooted) return parts == 0 ? 1 : parts;  // "/" has one slash, "/a/b" two
   return parts == 0 ? 0 : parts - 1;          // "." none, "a/b" one

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/str.h"
 #include "shim/ctl/common.h"
 
 namespace podshim::ctl {
@@ -23,12 +24,8 @@ std::multimap<std::string, Series> series_of(const std::string& metrics, const s
   static const std::regex line_re(R"re(^(\w+)(?:\{([^}]*)\})? (\S+)$)re");
   static const std::regex label(R"re((\w+)="((?:[^"\\]|\\.)*)")re");
   std::multimap<std::string, Series> out;
-  size_t start = 0;
-  while (start < metrics.size()) {
-    size_t end = metrics.find('\n', start);
-    if (end == std::string::npos) end = metrics.size();
-    std::string line = metrics.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view l : str::split(metrics, '\n')) {
+    const std::string line(l);  // std::smatch refers into it
     std::smatch m;
     if (line.empty() || line[0] == '#' || !std::regex_match(line, m, line_re)) continue;
     if (!std::regex_match(m[1].str(), names)) continue;
