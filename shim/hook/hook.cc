@@ -49,6 +49,16 @@ Result<void> append_record(const std::string& path, Stage stage, const OciState&
   return {};
 }
 
+// What podshimd answered a registration or deregistration: whether it took
+// it. Without --strict (Options::strict) its error becomes a warning and the
+// hook goes on; with it the error is the hook's.
+Result<bool> registrar_answer(Result<void> r, const Options& opts, Outcome* out) {
+  if (r) return true;
+  if (opts.strict) return Unexpected(r.error());
+  out->warnings.push_back(r.error().message + ", ignoring");
+  return false;
+}
+
 }  // namespace
 
 Result<Stage> parse_stage(std::string_view s) {
@@ -138,6 +148,13 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
       if (i + 1 >= args.size()) return fail(EINVAL, "{} needs a value", flag);
       return args[++i];
     };
+    // --socket and --record: an absolute path.
+    auto path_value = [&](std::string_view flag) -> Result<std::string> {
+      auto v = value(flag);
+      if (!v) return Unexpected(v.error());
+      if (v->empty() || v->front() != '/') return fail(EINVAL, "{} '{}' is not an absolute path", flag, *v);
+      return std::string(*v);
+    };
     if (a == "--help" || a == "-h") {
       o.help = true;
       return o;
@@ -149,11 +166,9 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
     } else if (a == "--no-seccomp") {
       o.no_seccomp = true;
     } else if (a == "--socket") {
-      auto v = value(a);
-      if (!v) return Unexpected(v.error());
-      if (v->empty() || v->front() != '/')
-        return fail(EINVAL, "--socket '{}' is not an absolute path", *v);
-      o.socket_path = std::string(*v);
+      auto p = path_value(a);
+      if (!p) return Unexpected(p.error());
+      o.socket_path = std::move(*p);
     } else if (a == "--timeout-ms") {
       auto v = value(a);
       if (!v) return Unexpected(v.error());
@@ -162,11 +177,9 @@ Result<Options> parse_args(const std::vector<std::string_view>& args) {
         return fail(EINVAL, "--timeout-ms '{}' is not an integer in 1..{}", *v, kMaxTimeoutMs);
       o.timeout = std::chrono::milliseconds(*n);
     } else if (a == "--record") {
-      auto v = value(a);
-      if (!v) return Unexpected(v.error());
-      if (v->empty() || v->front() != '/')
-        return fail(EINVAL, "--record '{}' is not an absolute path", *v);
-      o.record_path = std::string(*v);
+      auto p = path_value(a);
+      if (!p) return Unexpected(p.error());
+      o.record_path = std::move(*p);
     } else if (str::starts_with(a, "-")) {
       return fail(EINVAL, "unknown option '{}'", a);
     } else {
@@ -198,14 +211,9 @@ Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps
   if (opts.stage == Stage::Poststop) {
     if (!opts.record_path.empty()) PODSHIM_TRY(append_record(opts.record_path, opts.stage, state));
     if (deps.registrar) {
-      auto r = deps.registrar->deregister_container(state.id);
-      if (r) {
-        out.deregistered = true;
-      } else if (opts.strict) {
-        return Unexpected(r.error());
-      } else {
-        out.warnings.push_back(r.error().message + ", ignoring");
-      }
+      auto done = registrar_answer(deps.registrar->deregister_container(state.id), opts, &out);
+      if (!done) return Unexpected(done.error());
+      out.deregistered = *done;
     }
     return out;
   }
@@ -250,14 +258,9 @@ Result<Outcome> run(const Options& opts, std::string_view state_json, const Deps
     reg.pid = state.pid;
     reg.annotations = std::move(annotations);
     kube_resources(cfg->resources, &reg);
-    auto r = deps.registrar->register_container(reg);
-    if (r) {
-      out.registered = true;
-    } else if (opts.strict) {
-      return Unexpected(r.error());
-    } else {
-      out.warnings.push_back(r.error().message + ", ignoring");
-    }
+    auto done = registrar_answer(deps.registrar->register_container(reg), opts, &out);
+    if (!done) return Unexpected(done.error());
+    out.registered = *done;
   }
   return out;
 }

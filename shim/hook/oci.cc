@@ -148,6 +148,21 @@ Result<void> check_id(std::string_view what, std::string_view value) {
   return {};
 }
 
+namespace {
+
+// A string member the OCI state must have ("OCI state has no 'KEY'"), checked
+// by `check` (check_id, check_abs_path) as "OCI state 'KEY'".
+Result<std::string> required_state_string(const json& doc, const char* key,
+                                          Result<void> (*check)(std::string_view, std::string_view)) {
+  if (!doc.contains(key)) return fail(EINVAL, "OCI state has no '{}'", key);
+  auto s = opt_string(doc, key, "OCI state");
+  if (!s) return s;
+  if (auto r = check("OCI state '" + std::string(key) + "'", *s); !r) return Unexpected(r.error());
+  return s;
+}
+
+}  // namespace
+
 Result<OciState> parse_state(std::string_view text) {
   if (text.size() > kMaxStateBytes)
     return fail(EFBIG, "OCI state is larger than {} bytes", kMaxStateBytes);
@@ -161,12 +176,10 @@ Result<OciState> parse_state(std::string_view text) {
   if (!v) return Unexpected(v.error());
   st.oci_version = std::move(*v);
 
-  if (!doc->contains("id")) return fail(EINVAL, "OCI state has no 'id'");
-  auto id = opt_string(*doc, "id", where);
-  if (!id) return Unexpected(id.error());
   // podshimd's id rule (runc's own allows '+' and any length; CRI-O and
   // podman ids are 64 hex digits).
-  if (auto r = check_id("OCI state 'id'", *id); !r) return Unexpected(r.error());
+  auto id = required_state_string(*doc, "id", check_id);
+  if (!id) return Unexpected(id.error());
   st.id = std::move(*id);
 
   auto status = opt_string(*doc, "status", where);
@@ -181,10 +194,8 @@ Result<OciState> parse_state(std::string_view text) {
   if (*pid < 0 || *pid > INT32_MAX) return fail(EINVAL, "OCI state 'pid' {} is out of range", *pid);
   st.pid = *pid;
 
-  if (!doc->contains("bundle")) return fail(EINVAL, "OCI state has no 'bundle'");
-  auto bundle = opt_string(*doc, "bundle", where);
+  auto bundle = required_state_string(*doc, "bundle", check_abs_path);
   if (!bundle) return Unexpected(bundle.error());
-  if (auto r = check_abs_path("OCI state 'bundle'", *bundle); !r) return Unexpected(r.error());
   st.bundle = std::move(*bundle);
 
   auto ann = opt_string_map(*doc, "annotations", where);
