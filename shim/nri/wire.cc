@@ -47,6 +47,23 @@ void append_mux_frames(std::string& out, uint32_t conn, std::string_view payload
   } while (!payload.empty());
 }
 
+namespace {
+
+// Moves the front of `bytes` into a frame header being collected (`len`
+// bytes, `*fill` of them so far): true once it is whole, with *fill back at
+// 0 for the next frame's.
+bool collect_header(std::string_view& bytes, char* header, size_t len, size_t* fill) {
+  const size_t n = std::min(bytes.size(), len - *fill);
+  std::copy_n(bytes.data(), n, header + *fill);
+  *fill += n;
+  bytes.remove_prefix(n);
+  if (*fill < len) return false;
+  *fill = 0;
+  return true;
+}
+
+}  // namespace
+
 std::string oversize_message(size_t length, size_t max) {
   return fmt::format("message length {} exceed maximum message size of {}", length, max);
 }
@@ -54,12 +71,7 @@ std::string oversize_message(size_t length, size_t max) {
 Result<void> MuxDecoder::feed(std::string_view bytes, const Sink& sink) {
   while (!bytes.empty()) {
     if (remaining_ == 0) {
-      const size_t n = std::min(bytes.size(), kMuxHeaderLen - header_fill_);
-      std::copy_n(bytes.data(), n, header_ + header_fill_);
-      header_fill_ += n;
-      bytes.remove_prefix(n);
-      if (header_fill_ < kMuxHeaderLen) break;
-      header_fill_ = 0;
+      if (!collect_header(bytes, header_, kMuxHeaderLen, &header_fill_)) break;
       conn_ = get_u32be(header_);
       remaining_ = get_u32be(header_ + 4);
       // Only conns 1 and 2 exist in NRI; anything else means the stream is
@@ -82,12 +94,7 @@ Result<void> MuxDecoder::feed(std::string_view bytes, const Sink& sink) {
 Result<void> TtrpcDecoder::feed(std::string_view bytes, const Sink& sink) {
   while (!bytes.empty()) {
     if (!in_body_) {
-      const size_t n = std::min(bytes.size(), kTtrpcHeaderLen - header_fill_);
-      std::copy_n(bytes.data(), n, header_ + header_fill_);
-      header_fill_ += n;
-      bytes.remove_prefix(n);
-      if (header_fill_ < kTtrpcHeaderLen) break;
-      header_fill_ = 0;
+      if (!collect_header(bytes, header_, kTtrpcHeaderLen, &header_fill_)) break;
       hdr_ = parse_ttrpc_header(header_);
       if (hdr_.type < 1 || hdr_.type > 3) {
         return fail(EPROTO, "ttrpc frame with unknown message type {} (stream {})", hdr_.type,
