@@ -293,6 +293,39 @@ Result<void> decode_cpu(std::string_view buf, int depth, LinuxResourcesView* out
   }
 }
 
+// The id fields of a PodSandbox, read alike by decode_pod and decode_pod_ids:
+// whether `c` is at one of them.
+Result<bool> pod_id_field(const Cursor& c, PodSandboxView* out) {
+  switch (c.field()) {
+    case 1: PB_SET(out->id, str(c, "id")); return true;
+    case 2: PB_SET(out->name, str(c, "name")); return true;
+    case 3: PB_SET(out->uid, str(c, "uid")); return true;
+    case 4: PB_SET(out->namespace_, str(c, "namespace")); return true;
+    default: return false;
+  }
+}
+
+// The id, state and pid fields of a Container, read alike by
+// decode_container and decode_container_ids: whether `c` is at one of them.
+Result<bool> container_id_field(const Cursor& c, ContainerView* out) {
+  switch (c.field()) {
+    case 1: PB_SET(out->id, str(c, "id")); return true;
+    case 2: PB_SET(out->pod_sandbox_id, str(c, "pod_sandbox_id")); return true;
+    case 3: PB_SET(out->name, str(c, "name")); return true;
+    case 4: {
+      PB_LET(auto v, varint(c, "state"));
+      out->state = static_cast<int32_t>(v);  // an enum is an int32 on the wire
+      return true;
+    }
+    case 12: {
+      PB_LET(auto v, varint(c, "pid"));
+      out->pid = static_cast<uint32_t>(v);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 }  // namespace
 
 std::string_view mount_destination(std::string_view m) { return first_string(m, 1); }
@@ -357,11 +390,9 @@ Result<void> decode_pod(std::string_view buf, PodSandboxView* out, int depth) {
   while (true) {
     PB_LET(bool more, c.next());
     if (!more) return {};
+    PB_LET(bool id, pod_id_field(c, out));
+    if (id) continue;
     switch (c.field()) {
-      case 1: PB_SET(out->id, str(c, "id")); break;
-      case 2: PB_SET(out->name, str(c, "name")); break;
-      case 3: PB_SET(out->uid, str(c, "uid")); break;
-      case 4: PB_SET(out->namespace_, str(c, "namespace")); break;
       case 5: PODSHIM_TRY(check_string_entry(c, "labels")); break;
       case 6: PODSHIM_TRY(check_string_entry(c, "annotations")); break;
       case 7: PB_SET(out->runtime_handler, str(c, "runtime_handler")); break;
@@ -463,15 +494,9 @@ Result<void> decode_container(std::string_view buf, ContainerView* out, int dept
   while (true) {
     PB_LET(bool more, c.next());
     if (!more) return {};
+    PB_LET(bool id, container_id_field(c, out));
+    if (id) continue;
     switch (c.field()) {
-      case 1: PB_SET(out->id, str(c, "id")); break;
-      case 2: PB_SET(out->pod_sandbox_id, str(c, "pod_sandbox_id")); break;
-      case 3: PB_SET(out->name, str(c, "name")); break;
-      case 4: {
-        PB_LET(auto v, varint(c, "state"));
-        out->state = static_cast<int32_t>(v);  // an enum is an int32 on the wire
-        break;
-      }
       case 5: PODSHIM_TRY(check_string_entry(c, "labels")); break;
       case 6: PODSHIM_TRY(check_string_entry(c, "annotations")); break;
       case 7: PODSHIM_TRY(str(c, "args")); break;
@@ -480,11 +505,6 @@ Result<void> decode_container(std::string_view buf, ContainerView* out, int dept
       case 11: {
         PB_LET(auto b, sub(c, "linux", &out->has_linux));
         PODSHIM_TRY(wrap_in(decode_linux_container(b, depth + 1, out), c, "linux"));
-        break;
-      }
-      case 12: {
-        PB_LET(auto v, varint(c, "pid"));
-        out->pid = static_cast<uint32_t>(v);
         break;
       }
       case 20: PODSHIM_TRY(check_string_holder(c, "CDI_devices", "CDIDevice", 1, "name")); break;
@@ -509,13 +529,7 @@ Result<void> decode_pod_ids(std::string_view buf, PodSandboxView* out, int depth
   while (true) {
     PB_LET(bool more, c.next());
     if (!more) return {};
-    switch (c.field()) {
-      case 1: PB_SET(out->id, str(c, "id")); break;
-      case 2: PB_SET(out->name, str(c, "name")); break;
-      case 3: PB_SET(out->uid, str(c, "uid")); break;
-      case 4: PB_SET(out->namespace_, str(c, "namespace")); break;
-      default: break;
-    }
+    PODSHIM_TRY(pod_id_field(c, out));
   }
 }
 
@@ -528,22 +542,7 @@ Result<void> decode_container_ids(std::string_view buf, ContainerView* out, int 
   while (true) {
     PB_LET(bool more, c.next());
     if (!more) return {};
-    switch (c.field()) {
-      case 1: PB_SET(out->id, str(c, "id")); break;
-      case 2: PB_SET(out->pod_sandbox_id, str(c, "pod_sandbox_id")); break;
-      case 3: PB_SET(out->name, str(c, "name")); break;
-      case 4: {
-        PB_LET(auto v, varint(c, "state"));
-        out->state = static_cast<int32_t>(v);
-        break;
-      }
-      case 12: {
-        PB_LET(auto v, varint(c, "pid"));
-        out->pid = static_cast<uint32_t>(v);
-        break;
-      }
-      default: break;
-    }
+    PODSHIM_TRY(container_id_field(c, out));
   }
 }
 
