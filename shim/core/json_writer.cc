@@ -45,35 +45,43 @@ void str_field(std::string& out, std::string_view k, std::string_view v) {
   append_json_string(out, v);
 }
 
+// A comma before every member but the first.
+void sep(std::string& out, bool& first) {
+  if (!first) out += ',';
+  first = false;
+}
+
+// `{"k":v,…}` of a sorted map, each value written by `value`.
+template <typename Map, typename Value>
+void map_object(std::string& out, const Map& m, Value value) {
+  out += '{';
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    sep(out, first);
+    append_json_string(out, k);
+    out += ':';
+    value(v);
+  }
+  out += '}';
+}
+
 void resources_fields(std::string& out, const K8sResources& r, bool& first, bool with_current,
                       uint64_t current) {
   auto opt = [&](std::string_view k, const std::optional<int64_t>& v) {
     if (!v) return;
-    if (!first) out += ',';
-    first = false;
+    sep(out, first);
     key(out, k);
     num(out, *v);
   };
   opt("cpuLimitMilli", r.cpu_limit_milli);
   opt("cpuRequestMilli", r.cpu_request_milli);
   if (!r.extra.empty()) {
-    if (!first) out += ',';
-    first = false;
+    sep(out, first);
     key(out, "extra");
-    out += '{';
-    bool first_extra = true;
-    for (const auto& [name, v] : r.extra) {
-      if (!first_extra) out += ',';
-      first_extra = false;
-      append_json_string(out, name);
-      out += ':';
-      num(out, v);
-    }
-    out += '}';
+    map_object(out, r.extra, [&](int64_t v) { num(out, v); });
   }
   if (with_current) {
-    if (!first) out += ',';
-    first = false;
+    sep(out, first);
     key(out, "memoryCurrentBytes");
     num(out, current);
   }
@@ -97,16 +105,7 @@ void actual(std::string& out, const std::optional<ActualResources>& a) {
 }
 
 void string_map(std::string& out, const StringMap& m) {
-  out += '{';
-  bool first = true;
-  for (const auto& [k, v] : m) {
-    if (!first) out += ',';
-    first = false;
-    append_json_string(out, k);
-    out += ':';
-    append_json_string(out, v);
-  }
-  out += '}';
+  map_object(out, m, [&](std::string_view v) { append_json_string(out, v); });
 }
 
 void condition(std::string& out, const Condition& c, std::string_view type) {
