@@ -87,11 +87,7 @@ const std::map<std::string, Difference>& verdict_differences() {
 }
 
 TEST_F(CdiDiff, CorpusVerdicts) {
-  std::vector<std::string> files;
-  for (const char* sub : {"valid", "invalid"})
-    for (const auto& e : std::filesystem::directory_iterator(kCorpus + "/" + sub))
-      files.push_back(std::string(sub) + "/" + e.path().filename().string());
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = testing::corpus_files(kCorpus);
   ASSERT_GT(files.size(), 50u);
   size_t differences_seen = 0;
   for (const auto& f : files) {

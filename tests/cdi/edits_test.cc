@@ -25,14 +25,7 @@ HostLookup fake_host(std::map<std::string, HostDevice> devs, int* calls = nullpt
   };
 }
 
-DeviceNode node(std::string path, std::string type = "", int64_t major = 0, int64_t minor = 0) {
-  DeviceNode n;
-  n.path = std::move(path);
-  n.type = std::move(type);
-  n.major = major;
-  n.minor = minor;
-  return n;
-}
+using testing::node;
 
 TEST(CdiEdits, DeviceNodesCompletedFromHost) {
   auto host = fake_host({{"/dev/gpu0", {"c", 195, 0, 0660}},
@@ -312,11 +305,7 @@ devices:
 // reading of the same rules, on random lists with many repeated keys, both
 // in the edits and in the config they are applied to.
 TEST(CdiEdits, DeDuplicationMatchesTheQuadraticRules) {
-  uint32_t seed = 7;
-  auto rnd = [&](uint32_t n) {
-    seed = seed * 1103515245u + 12345u;
-    return (seed >> 16) % n;
-  };
+  testing::Lcg rnd{7};
   for (int round = 0; round < 200; round++) {
     SCOPED_TRACE(round);
     ContainerEdits a, b;

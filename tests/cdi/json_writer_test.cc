@@ -9,6 +9,7 @@
 #include "base/str.h"
 #include "cdi/edits.h"
 #include "cdi/json_writer.h"
+#include "tests/cdi/cdi_test_util.h"
 
 namespace podshim::cdi {
 namespace {
@@ -132,14 +133,7 @@ TEST(CdiJsonWriter, OwnFieldsAndOverride) {
 
 // --- The OCI text back end against the tree back end + dump().
 
-DeviceNode node(std::string path, std::string type = "", int64_t major = 0, int64_t minor = 0) {
-  DeviceNode n;
-  n.path = std::move(path);
-  n.type = std::move(type);
-  n.major = major;
-  n.minor = minor;
-  return n;
-}
+using testing::node;
 
 Result<HostDevice> host(const std::string& p) {
   static const std::map<std::string, HostDevice> devs = {

@@ -289,11 +289,7 @@ TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
   auto o = opts({etc, run});
   Registry r(o);
   ASSERT_TRUE(r.watch(nullptr));
-  uint32_t seed = 20;
-  auto rnd = [&](uint32_t n) {
-    seed = seed * 1103515245u + 12345u;
-    return (seed >> 16) % n;
-  };
+  testing::Lcg rnd{20};
   const std::vector<std::string> dev_names = {"a", "b", "c", "d", "e"};
   for (int step = 0; step < 60; step++) {
     SCOPED_TRACE(step);
@@ -345,11 +341,7 @@ TEST(CdiRegistry, ManyNamesComeAndGoThroughLiveRefresh) {
   auto o = opts({d});
   Registry r(o);
   ASSERT_TRUE(r.watch(nullptr));
-  uint32_t seed = 7;
-  auto rnd = [&](uint32_t n) {
-    seed = seed * 1103515245u + 12345u;
-    return (seed >> 16) % n;
-  };
+  testing::Lcg rnd{7};
   auto spec = [](int f, int gen) {
     std::string s = "cdiVersion: 0.5.0\nkind: vendor.com/gpu\ndevices:\n";
     for (int k = 0; k < 8; k++)

@@ -9,6 +9,7 @@
 
 #include "base/fs.h"
 #include "cdi/spec.h"
+#include "tests/cdi/cdi_test_util.h"
 
 namespace podshim::cdi {
 namespace {
@@ -91,10 +92,8 @@ const std::map<std::string, std::string>& expectations() {
 }
 
 TEST(CdiCorpus, EveryFileHasAnExpectation) {
-  std::set<std::string> files;
-  for (const char* sub : {"valid", "invalid"})
-    for (const auto& e : std::filesystem::directory_iterator(kCorpus + "/" + sub))
-      files.insert(std::string(sub) + "/" + e.path().filename().string());
+  const std::vector<std::string> listed = testing::corpus_files(kCorpus);
+  const std::set<std::string> files(listed.begin(), listed.end());
   for (const auto& f : files) EXPECT_TRUE(expectations().count(f)) << "no expectation for " << f;
   for (const auto& [f, _] : expectations()) EXPECT_TRUE(files.count(f)) << "missing corpus file " << f;
 }
