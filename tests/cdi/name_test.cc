@@ -56,19 +56,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadName{"vendor.com/gpu=d\nv", "invalid character '\\x0a'"}));
 
 TEST(CdiName, KindAndPartValidators) {
-  EXPECT_TRUE(parse_kind("vendor.com/gpu"));
-  EXPECT_FALSE(parse_kind("vendor.com"));
-  EXPECT_FALSE(parse_kind("vendor.com/"));
-  EXPECT_FALSE(parse_kind("/gpu"));
-  EXPECT_FALSE(parse_kind("v/gpu"));
-  EXPECT_TRUE(validate_vendor_name("ab"));
-  EXPECT_FALSE(validate_vendor_name("a"));
-  EXPECT_FALSE(validate_class_name(""));
-  EXPECT_TRUE(validate_device_name("a"));
-  EXPECT_TRUE(validate_device_name("gpu:0"));
-  EXPECT_FALSE(validate_device_name("gpu 0"));
-  EXPECT_TRUE(is_qualified_name("aa/bb=c"));
-  EXPECT_FALSE(is_qualified_name("aa/b=c"));
+  // Each value given to `check`, which accepts it exactly when it is valid.
+  auto expect = [](auto check, std::initializer_list<std::pair<const char*, bool>> values) {
+    for (auto [value, valid] : values) EXPECT_EQ(static_cast<bool>(check(value)), valid) << value;
+  };
+  expect(parse_kind, {{"vendor.com/gpu", true}, {"vendor.com", false}, {"vendor.com/", false}, {"/gpu", false},
+                      {"v/gpu", false}});
+  expect(validate_vendor_name, {{"ab", true}, {"a", false}});
+  expect(validate_class_name, {{"", false}});
+  expect(validate_device_name, {{"a", true}, {"gpu:0", true}, {"gpu 0", false}});
+  expect(is_qualified_name, {{"aa/bb=c", true}, {"aa/b=c", false}});
 }
 
 }  // namespace

@@ -233,13 +233,10 @@ TEST(Wire, VersionDetection) {
 }
 
 TEST(Wire, PluginIdentityRules) {
-  EXPECT_TRUE(check_plugin_index("05"));
-  EXPECT_FALSE(check_plugin_index("5"));
-  EXPECT_FALSE(check_plugin_index("123"));
-  EXPECT_FALSE(check_plugin_index("a1"));
-  EXPECT_TRUE(check_plugin_name("podshim"));
-  EXPECT_FALSE(check_plugin_name(""));
-  EXPECT_FALSE(check_plugin_name("pod/shim"));
+  struct { const char* value; bool valid; } indexes[] = {{"05", true}, {"5", false}, {"123", false}, {"a1", false}},
+                                            names[] = {{"podshim", true}, {"", false}, {"pod/shim", false}};
+  for (const auto& i : indexes) EXPECT_EQ(static_cast<bool>(check_plugin_index(i.value)), i.valid) << i.value;
+  for (const auto& n : names) EXPECT_EQ(static_cast<bool>(check_plugin_name(n.value)), n.valid) << n.value;
   PluginOptions o;
   auto r = apply_preinstalled_environment(&o, [](const char* k) -> const char* {
     return std::string_view(k) == "NRI_PLUGIN_SOCKET" ? "notanumber" : nullptr;
