@@ -6,27 +6,12 @@
 #include <vector>
 
 #include "shim/ctl/registry.h"
+#include "tests/testutil/ctl_run.h"
 
 namespace podshim::ctl {
 namespace {
 
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-Run run(std::vector<std::string> args) {
-  args.insert(args.begin(), "cgroup-values");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  auto it = registry().find("cgroup-values");
-  EXPECT_NE(it, registry().end());
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = it->second.run(static_cast<int>(args.size()), argv.data());
-  return Run{code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
-}
+testutil::CtlRun run(std::vector<std::string> args) { return testutil::run_ctl("cgroup-values", std::move(args)); }
 
 TEST(CgroupValues, PrintsTheStringsWritten) {
   auto r = run({"--cpu-request", "250m", "--cpu-limit", "500m", "--memory-limit", "128Mi"});

@@ -6,30 +6,12 @@
 
 #include "selinux/label.h"
 #include "shim/ctl/registry.h"
+#include "tests/testutil/ctl_run.h"
 
 namespace podshim::ctl {
 namespace {
 
-struct Out {
-  int code;
-  std::string out, err;
-};
-
-Out run(std::vector<std::string> args) {
-  args.insert(args.begin(), "selinux");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  auto it = registry().find("selinux");
-  EXPECT_NE(it, registry().end());
-  if (it == registry().end()) return {-1, "", ""};
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = it->second.run(static_cast<int>(args.size()), argv.data());
-  std::string out = ::testing::internal::GetCapturedStdout();
-  std::string err = ::testing::internal::GetCapturedStderr();
-  return {code, out, err};
-}
+testutil::CtlRun run(std::vector<std::string> args) { return testutil::run_ctl("selinux", std::move(args)); }
 
 class CmdSelinux : public ::testing::Test {
  protected:
