@@ -29,10 +29,15 @@ std::vector<std::string> order(const std::vector<PlanTarget>& ts, const std::vec
   return out;
 }
 
+// A pod and its containers a and b, memory.max only: the pod's goes from
+// `pod_cur` to `pod_want`, each container's from `ctr_cur` to `ctr_want`.
+std::vector<PlanTarget> pod_and_two(const std::string& pod_cur, const std::string& pod_want,
+                                    const std::string& ctr_cur, const std::string& ctr_want) {
+  return {T("pod", true, pod_cur, pod_want), T("a", false, ctr_cur, ctr_want), T("b", false, ctr_cur, ctr_want)};
+}
+
 TEST(Plan, IncreaseGoesPodFirst) {
-  std::vector<PlanTarget> ts{T("pod", true, "200000000", "400000000"),
-                             T("a", false, "100000000", "200000000"),
-                             T("b", false, "100000000", "200000000")};
+  auto ts = pod_and_two("200000000", "400000000", "100000000", "200000000");
   auto p = plan_resize(ts);
   EXPECT_EQ(order(ts, p),
             (std::vector<std::string>{"pod:memory.max", "a:memory.max", "b:memory.max"}));
@@ -40,9 +45,7 @@ TEST(Plan, IncreaseGoesPodFirst) {
 }
 
 TEST(Plan, DecreaseGoesContainersFirst) {
-  std::vector<PlanTarget> ts{T("pod", true, "400000000", "200000000"),
-                             T("a", false, "200000000", "100000000"),
-                             T("b", false, "200000000", "100000000")};
+  auto ts = pod_and_two("400000000", "200000000", "200000000", "100000000");
   auto p = plan_resize(ts);
   EXPECT_EQ(order(ts, p),
             (std::vector<std::string>{"a:memory.max", "b:memory.max", "pod:memory.max"}));
