@@ -158,8 +158,7 @@ TEST_F(Relabel, SourceSymlinkIsResolvedAndChecked) {
 
   // A symlink to a system path is refused after resolving it. dry_run: a
   // regression must fail the test, not relabel the host.
-  RelabelOptions dry;
-  dry.dry_run = true;
+  const RelabelOptions dry{.dry_run = true};
   for (const char* target : {"/etc", "/usr/../var", "/", "/var/lib/.", "/dev"}) {
     std::string bad = root_ + "/to-system";
     unlink(bad.c_str());
@@ -173,8 +172,7 @@ TEST_F(Relabel, SourceSymlinkIsResolvedAndChecked) {
 }
 
 TEST_F(Relabel, RefusesSystemPathsGivenDirectly) {
-  RelabelOptions dry;  // see above: never risk the host's labels
-  dry.dry_run = true;
+  const RelabelOptions dry{.dry_run = true};  // see above: never risk the host's labels
   for (const char* p : {"/etc", "/usr/../etc", "/tmp", "/", "/var//lib", "/dev/null", "/proc/self"}) {
     auto r = relabel(p, label_, dry);
     ASSERT_FALSE(r) << p;
@@ -198,17 +196,13 @@ TEST_F(Relabel, NonRecursiveAndDepthLimit) {
   dir(src_ + "/a");
   dir(src_ + "/a/b");
   file(src_ + "/a/b/c");
-  RelabelOptions flat;
-  flat.recursive = false;
-  auto r = relabel(src_, label_, flat);
+  auto r = relabel(src_, label_, {.recursive = false});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->visited, 1u);
   EXPECT_EQ(raw_label(src_), label_.str());
   EXPECT_EQ(raw_label(src_ + "/a"), "<none>");
 
-  RelabelOptions shallow;
-  shallow.max_depth = 1;
-  auto deep = relabel(src_, label_, shallow);
+  auto deep = relabel(src_, label_, {.max_depth = 1});
   ASSERT_FALSE(deep);
   EXPECT_EQ(deep.error().code, ELOOP);
   EXPECT_NE(deep.error().message.find(src_ + "/a"), std::string::npos) << deep.error().message;
@@ -218,9 +212,7 @@ TEST_F(Relabel, DryRunCountsButWritesNothing) {
   file(src_ + "/f");
   set_raw(src_ + "/f", label_.str());
   file(src_ + "/g");
-  RelabelOptions dry;
-  dry.dry_run = true;
-  auto r = relabel(src_, label_, dry);
+  auto r = relabel(src_, label_, {.dry_run = true});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->relabelled, 2u);
   EXPECT_EQ(r->unchanged, 1u);
