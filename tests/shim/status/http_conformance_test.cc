@@ -30,6 +30,7 @@
 #include "shim/status/http.h"
 #include "shim/status/metrics_listener.h"
 #include "shim/status/server.h"
+#include "tests/shim/status/loop_thread.h"
 
 namespace podshim::status {
 namespace {
@@ -251,17 +252,7 @@ class Listeners : public ::testing::Test {
     dir = mkdtemp(tmpl);
     sock = dir + "/s.sock";
     store = core::Store::in_memory();
-    ASSERT_EQ(pipe2(stop_pipe, O_CLOEXEC), 0);
-    std::promise<std::string> started;
-    auto fut = started.get_future();
-    loop_thread = std::thread([this, &started] {
-      sd_event* loop = nullptr;
-      sd_event_new(&loop);
-      sd_event_add_io(loop, nullptr, stop_pipe[0], EPOLLIN,
-                      [](sd_event_source* s, int, uint32_t, void*) {
-                        return sd_event_exit(sd_event_source_get_event(s), 0);
-                      },
-                      nullptr);
+    std::string err = loop.start([this](sd_event* l, const auto& started) {
       ServerOptions o;
       o.socket_path = sock;
       o.policy = *AccessPolicy::create(core::default_access_rules(), "", "");
@@ -270,22 +261,18 @@ class Listeners : public ::testing::Test {
       ServerDeps deps;
       deps.store = store.get();
       deps.metrics = &metrics;
-      auto srv = Server::start(loop, o, deps);
-      auto ml = MetricsListener::start(loop, "127.0.0.1:0", [] { return std::string("podshim_up 1\n"); });
+      auto srv = Server::start(l, o, deps);
+      auto ml = MetricsListener::start(l, "127.0.0.1:0", [] { return std::string("podshim_up 1\n"); });
       if (ml) metrics_addr = (*ml)->address();
-      started.set_value(!srv ? srv.error().message : !ml ? ml.error().message : "");
-      if (srv && ml) sd_event_loop(loop);
+      started(!srv ? srv.error().message : !ml ? ml.error().message : "");
+      if (srv && ml) sd_event_loop(l);
       if (ml) ml->reset();
       if (srv) srv->reset();
-      sd_event_unref(loop);
     });
-    ASSERT_EQ(fut.get(), "");
+    ASSERT_EQ(err, "");
   }
   void TearDown() override {
-    (void)!write(stop_pipe[1], "x", 1);
-    loop_thread.join();
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
+    loop.stop();
     std::filesystem::remove_all(dir);
   }
 
@@ -343,8 +330,7 @@ class Listeners : public ::testing::Test {
   std::string dir, sock, metrics_addr;
   std::unique_ptr<core::Store> store;
   core::Metrics metrics;
-  std::thread loop_thread;
-  int stop_pipe[2] = {-1, -1};
+  testing::LoopThread loop;
 };
 
 TEST_F(Listeners, StatusSocketAnswersEveryRowAndChangesNothingOnRefusal) {

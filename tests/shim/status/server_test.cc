@@ -30,6 +30,7 @@
 #include "shim/status/client.h"
 #include "shim/status/http.h"
 #include "shim/status/server.h"
+#include "tests/shim/status/loop_thread.h"
 #include "tests/testutil/peer.h"
 
 namespace podshim::status {
@@ -65,43 +66,23 @@ class ServerTest : public ::testing::Test {
 
   void start(ServerOptions o) {
     o.socket_path = sock;
-    ASSERT_EQ(pipe2(stop_pipe, O_CLOEXEC), 0);
-    std::promise<std::string> started;
-    auto fut = started.get_future();
-    loop_thread = std::thread([this, o = std::move(o), &started]() mutable {
-      sd_event* loop = nullptr;
-      sd_event_new(&loop);
-      sd_event_add_io(loop, nullptr, stop_pipe[0], EPOLLIN,
-                      [](sd_event_source* s, int, uint32_t, void*) {
-                        return sd_event_exit(sd_event_source_get_event(s), 0);
-                      },
-                      nullptr);
+    std::string err = loop.start([this, o = std::move(o)](sd_event* l, const auto& started) mutable {
       ServerDeps deps;
       deps.store = store.get();
       deps.resize = resize.get();
       deps.metrics = &metrics;
       deps.cgroup_root = cgroup_root;
-      auto srv = Server::start(loop, std::move(o), deps);
+      auto srv = Server::start(l, std::move(o), deps);
       server = srv ? srv->get() : nullptr;
-      started.set_value(srv ? "" : srv.error().message);
+      started(srv ? "" : srv.error().message);
       if (srv) {
-        sd_event_loop(loop);
+        sd_event_loop(l);
         srv->reset();
       }
-      sd_event_unref(loop);
     });
-    std::string err = fut.get();
     ASSERT_EQ(err, "");
-    running = true;
   }
-  void stop() {
-    if (!running) return;
-    (void)!write(stop_pipe[1], "x", 1);
-    loop_thread.join();
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
-    running = false;
-  }
+  void stop() { loop.stop(); }
   ServerOptions opts() {
     ServerOptions o;
     auto p = AccessPolicy::create(core::default_access_rules(), "", "");
@@ -109,6 +90,14 @@ class ServerTest : public ::testing::Test {
     o.policy = *p;
     o.timeout = std::chrono::seconds(1);
     o.max_body_bytes = 64 << 10;
+    return o;
+  }
+  // Starts the server with opts() but these watch limits; returns the options.
+  ServerOptions start_with_watch_limits(size_t backlog_bytes, size_t total_bytes) {
+    auto o = opts();
+    o.max_watch_backlog_bytes = backlog_bytes;
+    o.max_watch_total_bytes = total_bytes;
+    start(o);
     return o;
   }
   HttpResponse req(std::string_view method, std::string_view target, std::string_view body = {}) {
@@ -158,9 +147,7 @@ class ServerTest : public ::testing::Test {
   FakeActuator act;
   std::unique_ptr<core::ResizeManager> resize;
   Server* server = nullptr;  // while running; its watch counters are thread-safe
-  std::thread loop_thread;
-  int stop_pipe[2] = {-1, -1};
-  bool running = false;
+  testing::LoopThread loop;
 };
 
 TEST_F(ServerTest, SocketModeAndEndpoints) {
@@ -564,10 +551,7 @@ std::string big_registration(const std::string& id, int gen, size_t bytes) {
 // goes first, the reader never loses a line, the running total never passes
 // the ceiling and comes back to zero.
 TEST_F(ServerTest, WatchCeilingDropsTheWatcherFurthestBehindFirst) {
-  auto o = opts();
-  o.max_watch_backlog_bytes = 1 << 20;
-  o.max_watch_total_bytes = 384 << 10;
-  start(o);
+  const ServerOptions o = start_with_watch_limits(1 << 20, 384 << 10);
   ReadingWatch reader;
   reader.start(sock);
   RawWatch a, b;
@@ -610,10 +594,7 @@ TEST_F(ServerTest, WatchCeilingDropsTheWatcherFurthestBehindFirst) {
 
 // A watcher over its own limit is dropped; the reader goes on.
 TEST_F(ServerTest, WatcherOverItsOwnLimitIsDropped) {
-  auto o = opts();
-  o.max_watch_backlog_bytes = 64 << 10;
-  o.max_watch_total_bytes = 8 << 20;
-  start(o);
+  const ServerOptions o = start_with_watch_limits(64 << 10, 8 << 20);
   ReadingWatch reader;
   reader.start(sock);
   RawWatch a;
