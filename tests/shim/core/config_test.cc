@@ -73,6 +73,14 @@ readback: {interval_ms: 0, repair_drift: true}
   EXPECT_EQ(c->max_watch_total_bytes, 262144u);
 }
 
+// parse_config() of `yaml` from `source` fails, its message holding each of
+// `says`.
+void expect_refused(std::string_view yaml, std::string_view source, std::initializer_list<std::string_view> says) {
+  auto r = parse_config(yaml, source);
+  ASSERT_FALSE(r) << yaml;
+  for (std::string_view s : says) EXPECT_NE(r.error().message.find(s), std::string::npos) << r.error().message;
+}
+
 TEST(Config, WatchLimitsAreCheckedAndNamed) {
   struct { const char* yaml; const char* says; } cases[] = {
       {"http: {max_watch_backlog_bytes: 1000}", "'http.max_watch_backlog_bytes' must be at least 65536"},
@@ -82,11 +90,7 @@ TEST(Config, WatchLimitsAreCheckedAndNamed) {
       {"http: {max_watch_backlog_bytes: 16777216}",
        "'http.max_watch_total_bytes' (8388608) must be at least 'http.max_watch_backlog_bytes' (16777216)"},
   };
-  for (auto& c : cases) {
-    auto r = parse_config(c.yaml, "c.yaml");
-    ASSERT_FALSE(r) << c.yaml;
-    EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
-  }
+  for (auto& c : cases) expect_refused(c.yaml, "c.yaml", {c.says});
   auto ok = parse_config("http: {max_watch_backlog_bytes: 16777216, max_watch_total_bytes: 1073741824}", "c");
   ASSERT_TRUE(ok) << ok.error().message;
   EXPECT_EQ(ok->max_watch_total_bytes, size_t{1} << 30);
@@ -99,12 +103,7 @@ TEST(Config, UnknownKeysAreNamed) {
       {"node: {allocatable: {gpu: 1}}", "'node.allocatable.gpu'"},
       {"access: [{methods: [GET], user: 1}]", "'access[0].user'"},
   };
-  for (auto& c : cases) {
-    auto r = parse_config(c.yaml, "cfg.yaml");
-    ASSERT_FALSE(r) << c.yaml;
-    EXPECT_NE(r.error().message.find(c.key), std::string::npos) << r.error().message;
-    EXPECT_NE(r.error().message.find("cfg.yaml"), std::string::npos) << r.error().message;
-  }
+  for (auto& c : cases) expect_refused(c.yaml, "cfg.yaml", {c.key, "cfg.yaml"});
 }
 
 TEST(Config, BadValues) {
@@ -350,20 +349,12 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       {"cgroup:\n  root:\n", "c.yaml:2: 'cgroup.root' has no value"},
       {"log_level: [1, 2\n", "c.yaml:"},
   };
-  for (auto& c : cases) {
-    auto r = parse_config(c.yaml, "c.yaml");
-    ASSERT_FALSE(r) << c.yaml;
-    EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
-  }
+  for (auto& c : cases) expect_refused(c.yaml, "c.yaml", {c.says});
 }
 
 TEST(Config, RetiredKeysSayWhatToDoInstead) {
-  for (const char* y : {"hook: {strict: true}", "hook:\n  timeout_ms: 0\n", "selinux: {file_type: anything_t}"}) {
-    auto r = parse_config(y, "c.yaml");
-    ASSERT_FALSE(r) << y;
-    EXPECT_NE(r.error().message.find("is no longer a setting: podshimd does not read it"), std::string::npos)
-        << r.error().message;
-  }
+  for (const char* y : {"hook: {strict: true}", "hook:\n  timeout_ms: 0\n", "selinux: {file_type: anything_t}"})
+    expect_refused(y, "c.yaml", {"is no longer a setting: podshimd does not read it"});
 }
 
 // Values that constrain each other are checked together: a settle set longer
