@@ -92,6 +92,19 @@ class ResizeTest : public ::testing::Test {
     req.memory_policy = mem_policy;
     return mgr->resize_container(req);
   }
+  // A resize of c1's memory limit alone.
+  Result<ResizeResult> resize_memory_limit(int64_t bytes, std::optional<ResizePolicy> mem_policy = {}) {
+    return resize({std::nullopt, std::nullopt, std::nullopt, bytes}, mem_policy);
+  }
+  // The same while the actuator holds: the resize is still running (InProgress).
+  Result<ResizeResult> held_memory_limit_resize(int64_t bytes) {
+    act.hold = true;
+    auto r = resize_memory_limit(bytes);
+    if (r) {
+      EXPECT_EQ(r->outcome, ResizeOutcome::InProgress);
+    }
+    return r;
+  }
   Container c1() { return *store->container("c1"); }
 
   std::unique_ptr<Store> store;
@@ -219,7 +232,7 @@ TEST_F(ResizeTest, DecreaseAdmittedEvenWhenNodeIsFull) {
 }
 
 TEST_F(ResizeTest, RestartContainerIsReportedNotActuated) {
-  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 256 * Mi}, ResizePolicy::RestartContainer);
+  auto r = resize_memory_limit(256 * Mi, ResizePolicy::RestartContainer);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, ResizeOutcome::RestartRequired);
   EXPECT_TRUE(act.calls.empty());
@@ -299,7 +312,7 @@ TEST_F(ResizeTest, AnOomKillDuringTheResizeIsNeverPlainlyApplied) {
   // c1 was read before (oom_kill 0: the baseline the kill is counted from).
   ASSERT_TRUE(store->update_container("c1", [](Container& c) { c.actual.emplace(); }));
   act.kill = true;  // memory.events oom_kill +1 in c1 over the operation
-  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto r = resize_memory_limit(96 * Mi);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, ResizeOutcome::AppliedWithOomKill);
   EXPECT_EQ(to_string(r->outcome), "applied_with_oom_kill");
@@ -319,7 +332,7 @@ TEST_F(ResizeTest, RefusalsAreCountedByWhyAndPressureSeenIsObserved) {
   // The pressure a staged shrink saw is in the result and a metric;
   // a refusal is counted by its reason.
   act.psi_some = 7.5;
-  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto r = resize_memory_limit(96 * Mi);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
   EXPECT_DOUBLE_EQ(r->report.psi_some_avg10, 7.5);
@@ -335,7 +348,7 @@ TEST_F(ResizeTest, RefusalsAreCountedByWhyAndPressureSeenIsObserved) {
   g.why = cgroup::ShrinkWhy::Growth;
   g.growth_bytes_per_sec = 50 * Mi;
   act.refusal = g;
-  r = resize({std::nullopt, std::nullopt, std::nullopt, 64 * Mi});
+  r = resize_memory_limit(64 * Mi);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, ResizeOutcome::Error);
   EXPECT_EQ(metrics.shrink_refusals.value({{"why", "growth"}}), 1);
@@ -376,10 +389,8 @@ TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {
 }
 
 TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
-  act.hold = true;
-  auto r = resize({std::nullopt, std::nullopt, std::nullopt, 256 * Mi});
+  auto r = held_memory_limit_resize(256 * Mi);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->outcome, ResizeOutcome::InProgress);
   EXPECT_EQ(r->generations.at("c1"), 1);
   EXPECT_EQ(c1().last_outcome, "in_progress");
   // While it runs, and only then: PodResizeInProgress without a reason.
@@ -402,11 +413,9 @@ TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
 // request is not "unchanged". It joins the running one (InProgress) and the
 // container ends with what was asked last.
 TEST_F(ResizeTest, RequestBackToTheOldValuesWhileAChangeRunsEndsWithTheLastRequest) {
-  act.hold = true;
-  auto shrink = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto shrink = held_memory_limit_resize(96 * Mi);
   ASSERT_TRUE(shrink);
-  EXPECT_EQ(shrink->outcome, ResizeOutcome::InProgress);
-  auto back = resize({std::nullopt, std::nullopt, std::nullopt, 128 * Mi});
+  auto back = resize_memory_limit(128 * Mi);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->outcome, ResizeOutcome::InProgress);
   EXPECT_EQ(back->generations.at("c1"), 2);
@@ -422,9 +431,9 @@ TEST_F(ResizeTest, RequestBackToTheOldValuesWhileAChangeRunsEndsWithTheLastReque
 
   // The same values as the running change: nothing more to actuate, and
   // the answer is the running one's, not "unchanged".
-  auto again = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto again = resize_memory_limit(96 * Mi);
   ASSERT_TRUE(again);
-  auto same = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto same = resize_memory_limit(96 * Mi);
   ASSERT_TRUE(same);
   EXPECT_EQ(same->outcome, ResizeOutcome::InProgress);
   EXPECT_EQ(act.held.size(), 1u);
@@ -433,7 +442,7 @@ TEST_F(ResizeTest, RequestBackToTheOldValuesWhileAChangeRunsEndsWithTheLastReque
   EXPECT_EQ(c1().allocated.memory_limit_bytes, 96 * Mi);
   EXPECT_EQ(c1().last_outcome, "applied");
   // Nothing running: the same values again are unchanged.
-  auto idle = resize({std::nullopt, std::nullopt, std::nullopt, 96 * Mi});
+  auto idle = resize_memory_limit(96 * Mi);
   ASSERT_TRUE(idle);
   EXPECT_EQ(idle->outcome, ResizeOutcome::Unchanged);
 }
