@@ -137,30 +137,36 @@ std::string compare_pod_container(const pb::PodContainerRequestView& v, const M&
   return {};
 }
 
+// Each item of `list` (`name` in messages) decoded again into a `View` with
+// `decode` and compared with `want(i)`, libprotobuf's item i: the first
+// difference, "" when all agree.
+template <typename View, typename Decode, typename Want>
+std::string compare_items(const pb::RepeatedView& list, const char* name, Decode decode, Want want) {
+  int i = 0;
+  std::string out;
+  list.for_each([&](std::string_view b) {
+    View x;
+    if (!out.empty()) return;
+    if (!decode(b, &x)) out = fmt::format("{}[{}] does not decode again", name, i);
+    else out = compare(x, want(i), fmt::format("{}[{}].", name, i));
+    ++i;
+  });
+  return out;
+}
+
 inline std::string compare(const pb::SynchronizeView& v, const pbapi::SynchronizeRequest& m) {
   const char* prefix = "Synchronize.";
   PBCMP("more", v.more, m.more());
   PBCMP("pod_count", v.pod_count, static_cast<size_t>(m.pods_size()));
   PBCMP("container_count", v.container_count, static_cast<size_t>(m.containers_size()));
-  int i = 0;
-  std::string out;
-  v.pods.for_each([&](std::string_view b) {
-    pb::PodSandboxView p;
-    if (!out.empty()) return;
-    if (!pb::decode_pod(b, &p)) out = fmt::format("pods[{}] does not decode again", i);
-    else out = compare(p, m.pods(i), fmt::format("pods[{}].", i));
-    ++i;
-  });
-  if (!out.empty()) return out;
-  i = 0;
-  v.containers.for_each([&](std::string_view b) {
-    pb::ContainerView c;
-    if (!out.empty()) return;
-    if (!pb::decode_container(b, &c)) out = fmt::format("containers[{}] does not decode again", i);
-    else out = compare(c, m.containers(i), fmt::format("containers[{}].", i));
-    ++i;
-  });
-  return out;
+  if (auto d = compare_items<pb::PodSandboxView>(
+          v.pods, "pods", [](std::string_view b, pb::PodSandboxView* p) { return pb::decode_pod(b, p); },
+          [&](int i) -> const pbapi::PodSandbox& { return m.pods(i); });
+      !d.empty())
+    return d;
+  return compare_items<pb::ContainerView>(
+      v.containers, "containers", [](std::string_view b, pb::ContainerView* c) { return pb::decode_container(b, c); },
+      [&](int i) -> const pbapi::Container& { return m.containers(i); });
 }
 
 #undef PBCMP

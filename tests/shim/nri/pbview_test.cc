@@ -35,11 +35,20 @@ std::vector<std::string> capture_files() {
 
 // Decodes `payload` of `method` both ways; "" when all exposed fields agree.
 std::string differential(std::string_view method, const std::string& payload) {
-  auto pc = [&](auto msg, const char* what) -> std::string {
-    if (!msg.ParseFromString(payload)) return "libprotobuf rejects it";
-    pb::PodContainerRequestView v;
-    if (auto r = pb::decode_pod_container_request(payload, &v, what); !r) return "reader: " + r.error().message;
-    return compare_pod_container(v, msg);
+  // libprotobuf parses the payload into `m`, the reader decodes it into `v`
+  // with `decode`; then `check(v, m)`.
+  auto both = [&](auto m, auto v, auto decode, auto check) -> std::string {
+    if (!m.ParseFromString(payload)) return "libprotobuf rejects it";
+    if (auto r = decode(payload, &v); !r) return "reader: " + r.error().message;
+    return check(v, m);
+  };
+  auto compare_pc = [](const pb::PodContainerRequestView& v, const auto& m) { return compare_pod_container(v, m); };
+  auto pc = [&](auto msg, const char* what) {
+    return both(std::move(msg), pb::PodContainerRequestView(),
+                [what](std::string_view p, pb::PodContainerRequestView* v) {
+                  return pb::decode_pod_container_request(p, v, what);
+                },
+                compare_pc);
   };
   if (method == "CreateContainer") return pc(api::CreateContainerRequest(), "CreateContainerRequest");
   if (method == "UpdateContainer") {
@@ -64,29 +73,22 @@ std::string differential(std::string_view method, const std::string& payload) {
   if (method == "RunPodSandbox" || method == "StopPodSandbox" || method == "RemovePodSandbox" ||
       method == "PostUpdatePodSandbox")
     return pc(api::RunPodSandboxRequest(), "request");
-  if (method == "UpdatePodSandbox") {
-    api::UpdatePodSandboxRequest m;
-    if (!m.ParseFromString(payload)) return "libprotobuf rejects it";
-    pb::PodContainerRequestView v;
-    if (auto r = pb::decode_pod_sandbox_update(payload, &v); !r) return "reader: " + r.error().message;
-    return compare_pod_container(v, m);
-  }
-  if (method == "StateChange") {
-    api::StateChangeEvent m;
-    if (!m.ParseFromString(payload)) return "libprotobuf rejects it";
-    pb::StateChangeView v;
-    if (auto r = pb::decode_state_change(payload, &v); !r) return "reader: " + r.error().message;
-    if (v.event != static_cast<int32_t>(m.event())) return "event differs";
-    if (auto d = compare(v.pod, m.pod(), "pod."); !d.empty()) return d;
-    return compare(v.container, m.container(), "container.");
-  }
-  if (method == "Synchronize") {
-    api::SynchronizeRequest m;
-    if (!m.ParseFromString(payload)) return "libprotobuf rejects it";
-    pb::SynchronizeView v;
-    if (auto r = pb::decode_synchronize(payload, &v); !r) return "reader: " + r.error().message;
-    return compare(v, m);
-  }
+  if (method == "UpdatePodSandbox")
+    return both(api::UpdatePodSandboxRequest(), pb::PodContainerRequestView(),
+                [](std::string_view p, pb::PodContainerRequestView* v) { return pb::decode_pod_sandbox_update(p, v); },
+                compare_pc);
+  if (method == "StateChange")
+    return both(api::StateChangeEvent(), pb::StateChangeView(),
+                [](std::string_view p, pb::StateChangeView* v) { return pb::decode_state_change(p, v); },
+                [](const pb::StateChangeView& v, const api::StateChangeEvent& m) -> std::string {
+                  if (v.event != static_cast<int32_t>(m.event())) return "event differs";
+                  if (auto d = compare(v.pod, m.pod(), "pod."); !d.empty()) return d;
+                  return compare(v.container, m.container(), "container.");
+                });
+  if (method == "Synchronize")
+    return both(api::SynchronizeRequest(), pb::SynchronizeView(),
+                [](std::string_view p, pb::SynchronizeView* v) { return pb::decode_synchronize(p, v); },
+                [](const pb::SynchronizeView& v, const api::SynchronizeRequest& m) { return compare(v, m); });
   return "not a method the reader decodes";
 }
 
