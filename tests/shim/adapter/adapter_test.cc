@@ -451,6 +451,35 @@ TEST(NriMap, HookDecision) {
   EXPECT_EQ(adj.hooks().poststart_size(), 1);  // the CDI spec's own hook still goes in
 }
 
+// A Synchronize page as podshimd holds it: its bytes and the view decoded
+// from them (with the items checked or not); `ok` when it decoded. The view
+// points into the bytes, so a page is neither copied nor moved.
+struct DecodedPage {
+  explicit DecodedPage(const api::SynchronizeRequest& page, bool check_items = true)
+      : bytes(page.SerializeAsString()), ok(static_cast<bool>(pb::decode_synchronize(bytes, &view, check_items))) {}
+  DecodedPage(const DecodedPage&) = delete;
+  DecodedPage& operator=(const DecodedPage&) = delete;
+
+  const std::string bytes;
+  pb::SynchronizeView view;
+  const bool ok;
+};
+
+// Hands Synchronize pages to an adapter as the plugin does. `then` is what
+// the adapter left to run once a page's answer is out; the answers
+// themselves are not looked at here.
+struct PageSync {
+  explicit PageSync(NriAdapter& a) : adapter(a) {}
+
+  NriAdapter& adapter;
+  api::SynchronizeResponse reply;
+  std::function<void()> then;
+
+  Result<void> page(const pb::SynchronizeView& v, bool first) {
+    return adapter.on_synchronize_page(v, first, &reply, &then);
+  }
+};
+
 TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   auto store = core::Store::in_memory();
   // Known from before the (re)connection: one pod and one container the
@@ -486,26 +515,24 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   *page1.add_containers() = container(lost, "lost", 64 * kMi, 256, 0);
   page2.set_more(false);
 
-  const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString();
-  pb::SynchronizeView v1, v2;
-  ASSERT_TRUE(pb::decode_synchronize(b1, &v1));
-  ASSERT_TRUE(pb::decode_synchronize(b2, &v2));
-  api::SynchronizeResponse reply;
-  std::function<void()> then;
-  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply, &then));
+  const DecodedPage v1(page1), v2(page2);
+  ASSERT_TRUE(v1.ok);
+  ASSERT_TRUE(v2.ok);
+  PageSync sync(adapter);
+  ASSERT_TRUE(sync.page(v1.view, true));
   // Checked and answered, stored once the answer is out (the stub runs
   // `then` straight after sending it).
   EXPECT_FALSE(store->container("a")) << "stored before the reply";
-  ASSERT_TRUE(then);
-  then();
+  ASSERT_TRUE(sync.then);
+  sync.then();
   // Stored as it came; nothing dropped before the last page.
   EXPECT_TRUE(store->container("a"));
   EXPECT_TRUE(store->container("gone"));
   ASSERT_TRUE(store->container("b")) << "stored as it came";
   EXPECT_EQ(store->container("b")->pod_uid, "") << "its pod has not arrived yet";
-  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply, &then));
+  ASSERT_TRUE(sync.page(v2.view, false));
   EXPECT_TRUE(store->container("gone")) << "dropped before the last page is stored";
-  then();
+  sync.then();
   EXPECT_FALSE(store->container("gone"));
   EXPECT_FALSE(store->pod(gone_pod.uid));
   EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
@@ -524,11 +551,10 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   api::SynchronizeRequest again;
   *again.add_pods() = p1;
   *again.add_containers() = *page1.mutable_containers(0);
-  const std::string b3 = again.SerializeAsString();
-  pb::SynchronizeView v3;
-  ASSERT_TRUE(pb::decode_synchronize(b3, &v3));
-  ASSERT_TRUE(adapter.on_synchronize_page(v3, true, &reply, &then));
-  then();
+  const DecodedPage v3(again);
+  ASSERT_TRUE(v3.ok);
+  ASSERT_TRUE(sync.page(v3.view, true));
+  sync.then();
   EXPECT_FALSE(store->container("b"));
   EXPECT_FALSE(store->pod(p2.uid()));
   EXPECT_EQ(store->container_count(), 2u);
@@ -552,12 +578,11 @@ TEST(NriAdapterSync, ABadItemFailsThePageAndNamesIt) {
   EXPECT_FALSE(pb::decode_synchronize(b, &checked)) << "the checking decoder refuses the page";
   ASSERT_TRUE(pb::decode_synchronize(b, &split, /*check_items=*/false));
   EXPECT_EQ(split.container_count, 2u);
-  api::SynchronizeResponse reply;
-  std::function<void()> then;
-  auto r = adapter.on_synchronize_page(split, true, &reply, &then);
+  PageSync sync(adapter);
+  auto r = sync.page(split, true);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("SynchronizeRequest.containers[1]"), std::string::npos) << r.error().message;
-  EXPECT_FALSE(then) << "a failed page leaves nothing to store";
+  EXPECT_FALSE(sync.then) << "a failed page leaves nothing to store";
   EXPECT_FALSE(store->container("a")) << "nothing of a failed page is stored";
   EXPECT_FALSE(store->container("b"));
 }
@@ -581,49 +606,46 @@ TEST(NriAdapterSync, ABadItemOnAnEarlierPageFailsTheLastPageNamingIt) {
   page2.set_more(true);
   *page3.add_containers() = container(p1, "d", 64 * kMi, 256, 0);
   page3.set_more(false);
-  const std::string b1 = page1.SerializeAsString(), b2 = page2.SerializeAsString(),
-                    b3 = page3.SerializeAsString();
-  pb::SynchronizeView v1, v2, v3;
-  ASSERT_TRUE(pb::decode_synchronize(b1, &v1, /*check_items=*/false));
-  ASSERT_TRUE(pb::decode_synchronize(b2, &v2, /*check_items=*/false));
-  ASSERT_TRUE(pb::decode_synchronize(b3, &v3, /*check_items=*/false));
-  api::SynchronizeResponse reply;
-  std::function<void()> then;
+  const DecodedPage v1(page1, /*check_items=*/false), v2(page2, /*check_items=*/false),
+      v3(page3, /*check_items=*/false);
+  ASSERT_TRUE(v1.ok);
+  ASSERT_TRUE(v2.ok);
+  ASSERT_TRUE(v3.ok);
+  PageSync sync(adapter);
 
-  ASSERT_TRUE(adapter.on_synchronize_page(v1, true, &reply, &then));
+  ASSERT_TRUE(sync.page(v1.view, true));
   EXPECT_FALSE(store->container("a")) << "neither checked nor stored before its answer";
-  ASSERT_TRUE(then);
-  then();
+  ASSERT_TRUE(sync.then);
+  sync.then();
   EXPECT_TRUE(store->container("a")) << "a good page is stored after its answer";
 
-  then = nullptr;
-  ASSERT_TRUE(adapter.on_synchronize_page(v2, false, &reply, &then)) << "answered more=true at once";
-  ASSERT_TRUE(then);
-  then();
+  sync.then = nullptr;
+  ASSERT_TRUE(sync.page(v2.view, false)) << "answered more=true at once";
+  ASSERT_TRUE(sync.then);
+  sync.then();
   EXPECT_FALSE(store->container("b")) << "nothing of the bad page is stored";
   EXPECT_FALSE(store->container("c"));
 
-  then = nullptr;
-  auto r = adapter.on_synchronize_page(v3, false, &reply, &then);
+  sync.then = nullptr;
+  auto r = sync.page(v3.view, false);
   ASSERT_FALSE(r) << "the sync fails at its last answer";
   EXPECT_NE(r.error().message.find("Synchronize page 2: SynchronizeRequest.containers[1]"), std::string::npos)
       << r.error().message;
   EXPECT_NE(r.error().message.find("UTF-8"), std::string::npos) << r.error().message;
-  EXPECT_FALSE(then) << "nothing of the last page is stored either";
+  EXPECT_FALSE(sync.then) << "nothing of the last page is stored either";
   EXPECT_FALSE(store->container("d"));
 
   // The runtime closes the plugin on the failed sync; the reconnection's
   // sync starts afresh and is not failed by the old error.
-  then = nullptr;
+  sync.then = nullptr;
   api::SynchronizeRequest again;
   *again.add_pods() = p1;
   *again.add_containers() = container(p1, "d", 64 * kMi, 256, 0);
-  const std::string b4 = again.SerializeAsString();
-  pb::SynchronizeView v4;
-  ASSERT_TRUE(pb::decode_synchronize(b4, &v4, /*check_items=*/false));
-  ASSERT_TRUE(adapter.on_synchronize_page(v4, true, &reply, &then));
-  ASSERT_TRUE(then);
-  then();
+  const DecodedPage v4(again, /*check_items=*/false);
+  ASSERT_TRUE(v4.ok);
+  ASSERT_TRUE(sync.page(v4.view, true));
+  ASSERT_TRUE(sync.then);
+  sync.then();
   EXPECT_TRUE(store->container("d"));
   EXPECT_FALSE(store->container("a")) << "what only the failed sync had is dropped";
 }
