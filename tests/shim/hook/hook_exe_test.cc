@@ -21,10 +21,7 @@ namespace podshim::hook {
 namespace {
 
 using nlohmann::json;
-using testing::FakeServer;
-using testing::make_config;
-using testing::make_state;
-using testing::TempDir;
+using namespace testing;  // the fixtures of tests/shim/hook/fixtures.h
 
 struct Ran {
   int status = -1;

@@ -17,10 +17,7 @@ namespace podshim::hook {
 namespace {
 
 using nlohmann::json;
-using testing::FakeServer;
-using testing::make_config;
-using testing::make_state;
-using testing::TempDir;
+using namespace testing;  // the fixtures of tests/shim/hook/fixtures.h
 
 // ---------------------------------------------------------------- state
 
@@ -552,36 +549,34 @@ TEST(Run, StageMustMatchStatus) {
   EXPECT_FALSE(run(o, make_state(b.dir.path(), "creating").dump(), {root.get(), nullptr, nullptr}));
 }
 
-TEST(Run, NothingHalfDoneOnBadDevice) {
-  // The device check fails: no labelling and no registration may happen.
-  json ann = {{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"},
-              {std::string(kInjectedMountsAnnotation), "[\"/usr/lib/cdi-lib\"]"}};
-  Bundle b(make_config({{{"path", "/dev/null"}, {"type", "c"}, {"major", 1}, {"minor", 7}}}, ann));
+// run() on a bundle of `config`, with a fake podshimd and a recording
+// labeler: it fails, having labelled nothing and sent nothing.
+void expect_refused_before_any_effect(const json& config) {
+  Bundle b(config);
   FakeServer server(b.sock);
   auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
   RecordingLabeler labeler;
   auto root = host_root();
   auto out = run(Options{}, make_state(b.dir.path()).dump(), {root.get(), reg.get(), &labeler});
-  ASSERT_FALSE(out);
+  EXPECT_FALSE(out) << config["annotations"].dump();
   EXPECT_EQ(labeler.calls, 0);
   EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(Run, NothingHalfDoneOnBadDevice) {
+  // The device check fails: no labelling and no registration may happen.
+  json ann = {{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"},
+              {std::string(kInjectedMountsAnnotation), "[\"/usr/lib/cdi-lib\"]"}};
+  expect_refused_before_any_effect(
+      make_config({{{"path", "/dev/null"}, {"type", "c"}, {"major", 1}, {"minor", 7}}}, ann));
 }
 
 TEST(Run, BadAnnotationsRefusedBeforeAnyEffect) {
   for (const json& ann : {json{{std::string(kInjectedMountsAnnotation), "[\"/not/mounted\"]"}},
                           json{{std::string(kInjectedMountsAnnotation), "nope"}},
                           json{{std::string(kInjectedDevicesAnnotation), "[\"/dev/null\"]"}},
-                          json{{"io.kubernetes.cri-o.Labels", "{"}}}) {
-    Bundle b(make_config(json::array(), ann));
-    FakeServer server(b.sock);
-    auto reg = make_socket_registrar(b.sock, std::chrono::milliseconds(5000));
-    RecordingLabeler labeler;
-    auto root = host_root();
-    auto out = run(Options{}, make_state(b.dir.path()).dump(), {root.get(), reg.get(), &labeler});
-    EXPECT_FALSE(out) << ann.dump();
-    EXPECT_EQ(labeler.calls, 0);
-    EXPECT_TRUE(server.requests().empty());
-  }
+                          json{{"io.kubernetes.cri-o.Labels", "{"}}})
+    expect_refused_before_any_effect(make_config(json::array(), ann));
 }
 
 TEST(Run, RecordsState) {
