@@ -81,6 +81,16 @@ class PodshimdNri : public ::testing::Test {
     sim_->on_synchronized = [this](nri::Status st) { syncs_.push_back(st); };
   }
 
+  // A pre-installed plugin, 10-podshim: it stands in for the packaged
+  // symlink and points podshimd at the test's config (state dir, fake cgroup
+  // root). Returns its path.
+  std::string write_wrapper() {
+    const std::string wrapper = dir_ + "/10-podshim";
+    std::ofstream(wrapper) << "#!/bin/sh\nexec " << podshimd_path() << " --config " << config_ << "\n";
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    return wrapper;
+  }
+
   // The runtime listens on `nri_sock` (the config's nri.socket).
   void start_external(std::vector<std::string> extra = {}, std::string nri_sock = {}) {
     make_sim();
@@ -377,11 +387,8 @@ TEST_F(PodshimdNriHook, NoHookAtTheHostPathMeansNoHookInjected) {
 
 TEST_F(PodshimdNri, PreinstalledPluginTakesItsConfigFromConfigure) {
   // The runtime starts /opt/nri/plugins/NN-podshim with only NRI_PLUGIN_*
-  // in the environment; the wrapper stands in for the packaged symlink and
-  // points podshimd at the test's config (state dir, fake cgroup root).
-  const std::string wrapper = dir_ + "/10-podshim";
-  std::ofstream(wrapper) << "#!/bin/sh\nexec " << podshimd_path() << " --config " << config_ << "\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  // in the environment.
+  const std::string wrapper = write_wrapper();
   make_sim("log_level: debug\n");
   auto pid = sim_->spawn_plugin(wrapper, "podshim", "10");
   ASSERT_TRUE(pid) << pid.error().message;
@@ -398,9 +405,7 @@ TEST_F(PodshimdNri, PreinstalledPluginTakesItsConfigFromConfigure) {
 }
 
 TEST_F(PodshimdNri, InvalidConfigFromConfigureIsRefused) {
-  const std::string wrapper = dir_ + "/10-podshim";
-  std::ofstream(wrapper) << "#!/bin/sh\nexec " << podshimd_path() << " --config " << config_ << "\n";
-  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const std::string wrapper = write_wrapper();
   make_sim("no_such_key: 1\n");
   auto pid = sim_->spawn_plugin(wrapper, "podshim", "10");
   ASSERT_TRUE(pid);
