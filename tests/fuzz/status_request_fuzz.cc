@@ -38,6 +38,7 @@
 #include "shim/core/state.h"
 #include "shim/status/server.h"
 #include "tests/cgroup/fake_tree.h"
+#include "tests/testutil/files.h"
 
 using namespace podshim;
 
@@ -55,16 +56,11 @@ struct World {
 };
 World* world = nullptr;
 
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string cgroup_state() {
   const std::string d = world->tree->cg_root() + "/kubepods/burstable/podp1/c1/";
-  return slurp(d + "memory.max") + slurp(d + "cpu.max") + slurp(d + "cpu.weight") + slurp(d + "memory.high");
+  using testutil::read_file;
+  return read_file(d + "memory.max") + read_file(d + "cpu.max") + read_file(d + "cpu.weight") +
+         read_file(d + "memory.high");
 }
 
 int connect_client() {

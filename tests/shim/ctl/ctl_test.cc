@@ -38,6 +38,7 @@
 #include "shim/ctl/registry.h"
 #include "shim/status/client.h"
 #include "tests/cgroup/fake_tree.h"
+#include "tests/testutil/files.h"
 
 #ifndef PODSHIM_SOURCE_ROOT
 #error "PODSHIM_SOURCE_ROOT must name the source tree (tests/shim/ctl/meson.build)"
@@ -55,12 +56,7 @@ std::string env(const char* name) {
 }
 std::string ctl() { return env("PODSHIM_PODSHIMCTL"); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testutil::read_file;
 
 // The project version from meson.build, independently of the programs.
 std::string project_version() {
