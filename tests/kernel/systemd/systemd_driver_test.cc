@@ -29,6 +29,7 @@
 #include "base/str.h"
 #include "cgroup/convert.h"
 #include "cgroup/engine.h"
+#include "tests/cgroup/schedule_on.h"
 #include "tests/kernel/kernel_env.h"
 
 namespace podshim::cgroup {
@@ -202,19 +203,7 @@ TEST_F(SystemdDriver, AsynchronousResizeOnTheLoopSetsUnitAndFiles) {
   o.state_dir = "/run/podshim-systemd-test";
   o.event = loop;
   o.schedule = [loop](std::chrono::milliseconds d, std::function<void()> fn) {
-    auto* w = new std::function<void()>(std::move(fn));
-    uint64_t now = 0;
-    sd_event_now(loop, CLOCK_MONOTONIC, &now);
-    sd_event_source* src = nullptr;
-    sd_event_add_time(
-        loop, &src, CLOCK_MONOTONIC, now + static_cast<uint64_t>(d.count()) * 1000, 1,
-        [](sd_event_source* s, uint64_t, void* u) -> int {
-          (*static_cast<std::function<void()>*>(u))();
-          sd_event_source_unref(s);
-          return 0;
-        },
-        w);
-    sd_event_source_set_destroy_callback(src, [](void* u) { delete static_cast<std::function<void()>*>(u); });
+    testing::schedule_on(loop, d, std::move(fn));
   };
   auto e = Engine::create(o);
   ASSERT_TRUE(e) << e.error().message;
