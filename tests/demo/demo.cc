@@ -35,6 +35,7 @@
 #include "shim/nri/simulator.h"
 #include "shim/status/client.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/testutil/shell.h"
 
 namespace {
 
@@ -185,16 +186,7 @@ std::optional<json> get_json(const std::string& target) {
   }
 }
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  pclose(f);
-  return out;
-}
+std::string run_capture(const std::string& cmd) { return testutil::run_shell(cmd); }
 
 struct Args {
   std::string podshimd, podshimctl, curl = "curl", brd_ko;

@@ -38,6 +38,7 @@
 #include "base/str.h"
 #include "shim/status/client.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/testutil/shell.h"
 
 namespace {
 
@@ -254,13 +255,7 @@ class CrashRestart : public ::testing::Test {
   void expect_state_survived() {
     EXPECT_EQ(known_containers(), (std::vector<std::string>{"c1", "c2"}));
     if (!podshimctl_.empty()) {
-      std::string out;
-      if (FILE* f = popen((podshimctl_ + " --socket " + sock_ + " get containers 2>&1").c_str(), "r")) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-        pclose(f);
-      }
+      const std::string out = podshim::testutil::run_shell(podshimctl_ + " --socket " + sock_ + " get containers 2>&1");
       std::printf("podshimctl get containers after the restart:\n%s", out.c_str());
       EXPECT_NE(out.find("c1"), std::string::npos) << out;
       EXPECT_NE(out.find("c2"), std::string::npos) << out;

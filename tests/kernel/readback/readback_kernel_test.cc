@@ -28,6 +28,7 @@
 #include "base/str.h"
 #include "shim/status/client.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/testutil/shell.h"
 
 namespace {
 
@@ -147,16 +148,7 @@ class ReadBackKernel : public ::testing::Test {
     const std::string w = v["cpu.weight"];
     ASSERT_TRUE(put(ctr_ + "/cpu.weight", w));
   }
-  static std::string run(const std::string& cmd) {
-    std::string out;
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-      char buf[4096];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-      pclose(p);
-    }
-    return out;
-  }
+  static std::string run(const std::string& cmd) { return podshim::testutil::run_shell(cmd); }
   std::string metrics() {
     auto r = request("GET", "/metrics");
     return r && r->status == 200 ? r->body : "";

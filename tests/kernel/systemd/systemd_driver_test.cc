@@ -31,6 +31,7 @@
 #include "cgroup/engine.h"
 #include "tests/cgroup/schedule_on.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/testutil/shell.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -43,17 +44,7 @@ constexpr int64_t kMi = 1 << 20;
 const std::string kCg = "/sys/fs/cgroup";
 
 // Runs a shell command, returns its stdout; *rc gets the exit status.
-std::string sh(const std::string& cmd, int* rc = nullptr) {
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  int st = pclose(f);
-  if (rc) *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
+std::string sh(const std::string& cmd, int* rc = nullptr) { return testutil::run_shell(cmd, rc); }
 std::map<std::string, std::string> show(const std::string& unit) {
   std::map<std::string, std::string> m;
   std::istringstream in(

@@ -8,6 +8,7 @@
 
 #include "tests/shim/daemon/daemon_harness.h"
 #include "tests/testutil/files.h"
+#include "tests/testutil/shell.h"
 
 namespace podshim::testing {
 namespace {
@@ -18,14 +19,10 @@ using nlohmann::json;
 
 // Runs podshimctl with args; returns {exit code, stdout}.
 std::pair<int, std::string> ctl(const std::string& sock, const std::string& args) {
-  std::string cmd = std::string(getenv("PODSHIMCTL")) + " --socket " + sock + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  int st = pclose(f);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  int code = -1;
+  std::string out = testutil::run_shell(std::string(getenv("PODSHIMCTL")) + " --socket " + sock + " " + args + " 2>&1",
+                                        &code);
+  return {code, out};
 }
 
 class DaemonTest : public ::testing::Test {
@@ -160,12 +157,9 @@ TEST_F(DaemonTest, PodshimctlAgainstRunningDaemon) {
 TEST(PodshimdCli, HelpAndBadFlags) {
   if (!getenv("PODSHIMD")) GTEST_SKIP();
   std::string bin = getenv("PODSHIMD");
-  FILE* f = popen((bin + " --help").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(f), 0);
+  int code = -1;
+  const std::string out = testutil::run_shell(bin + " --help", &code);
+  EXPECT_EQ(code, 0);
   for (const char* flag : {"--config", "--nri=on|off", "--socket", "--state-dir", "--cgroup-root", "--log-level",
                            "--check-config", "SIGHUP", "SIGTERM"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
@@ -191,13 +185,9 @@ TEST(PodshimdCli, CheckConfigNamesOriginsAndRefusesBadFlags) {
   fputs("log_level: info\ncgroup:\n  shrink_timeout_ms: 800\n", w);
   fclose(w);
   auto run = [&](const std::string& args) {
-    FILE* f = popen((bin + " --config " + cfg + " --check-config " + args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    const int st = pclose(f);
-    return std::pair{WEXITSTATUS(st), out};
+    int code = -1;
+    std::string out = testutil::run_shell(bin + " --config " + cfg + " --check-config " + args + " 2>&1", &code);
+    return std::pair{code, out};
   };
   auto [rc, out] = run("--nri-index 07 --socket /tmp/p.sock");
   EXPECT_EQ(rc, 0) << out;
