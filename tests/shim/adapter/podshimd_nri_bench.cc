@@ -17,6 +17,7 @@
 #include "shim/nri/simulator.h"
 #include "tests/cgroup/fake_tree.h"
 #include "tests/shim/nri/test_support.h"
+#include "tests/testutil/proc.h"
 
 namespace {
 
@@ -30,14 +31,6 @@ struct Stats {
 Stats stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)]};
-}
-
-long vm_hwm_kb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
 }
 
 struct Run {
@@ -93,7 +86,7 @@ Run run(const std::string& podshimd, bool seccomp, int containers, int calls) {
     waitpid(pid, nullptr, 0);
     return out;
   }
-  out.rss_kb = vm_hwm_kb(pid);
+  out.rss_kb = podshim::testutil::proc_status_kib(pid, "VmHWM");
   const api::PodSandbox& pod = pods[0];
   std::vector<double> create_us, update_us;
   for (int i = 0; i < calls; ++i) {

@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "tests/shim/daemon/daemon_harness.h"
+#include "tests/testutil/proc.h"
 
 using namespace podshim::testing;
 using Clock = std::chrono::steady_clock;
@@ -67,15 +68,6 @@ Stats measure(int n, F&& f) {
   double total = std::chrono::duration<double>(Clock::now() - t0).count();
   std::sort(us.begin(), us.end());
   return {n / total, us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
-}
-
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 
@@ -334,7 +326,7 @@ int run(const std::string& binary, std::vector<Figure>& figs) {
     return 1;
   }
   constexpr int kContainers = 1000;
-  long rss0 = rss_kib(d.pid());
+  long rss0 = podshim::testutil::proc_status_kib(d.pid(), "VmRSS");
   for (int i = 0; i < kContainers; ++i) {
     std::string id = "c" + std::to_string(i);
     std::string cg = "/kubepods/burstable/podp" + std::to_string(i % 100) + "/" + id;
@@ -349,7 +341,7 @@ int run(const std::string& binary, std::vector<Figure>& figs) {
       return 1;
     }
   }
-  long rss1 = rss_kib(d.pid());
+  long rss1 = podshim::testutil::proc_status_kib(d.pid(), "VmRSS");
   std::printf("%s: status socket, %d containers registered, fake cgroup root on %s\n", binary.c_str(), kContainers,
               cg_dir.empty() ? "the temp dir's file system (no tmpfs at /dev/shm)" : "tmpfs");
   podshim::status::ClientOptions ko;
@@ -550,7 +542,7 @@ int run(const std::string& binary, std::vector<Figure>& figs) {
   std::printf("  resizes answered applied: %d, in_progress (a memory decrease settling after the reply, or queued "
               "behind one): %d, of %d\n",
               applied, in_progress, sent);
-  long rss2 = rss_kib(d.pid());
+  long rss2 = podshim::testutil::proc_status_kib(d.pid(), "VmRSS");
   std::printf("podshimd RSS: %ld KiB idle, %ld KiB with %d containers, %ld KiB after the run\n", rss0, rss1,
               kContainers, rss2);
   d.stop();

@@ -19,6 +19,7 @@
 
 #include "shim/nri/simulator.h"
 #include "tests/shim/nri/test_support.h"
+#include "tests/testutil/proc.h"
 
 using namespace podshim::nri;
 using podshim::nri::test::RecordingHandlers;
@@ -93,15 +94,6 @@ void round_trips(sd_event* loop, Simulator& sim, const char* label) {
   report((std::string("UpdateContainer ") + label).c_str(), update);
 }
 
-long vm_hwm_kib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
 // Spawns the test plugin, synchronizes `ctrs` containers, optionally runs
 // round trips, returns VmHWM in KiB.
 long child_run(sd_event* loop, int ctrs, bool trips) {
@@ -129,7 +121,7 @@ long child_run(sd_event* loop, int ctrs, bool trips) {
     std::printf("synchronized %d containers in %zu page(s)\n", ctrs, sim.sync_pages().size());
   }
   if (trips) round_trips(loop, sim, "(plugin child)");
-  const long hwm = vm_hwm_kib(*pid);
+  const long hwm = podshim::testutil::proc_status_kib(*pid, "VmHWM");
   sim.close_plugin();
   int st = 0;
   waitpid(*pid, &st, 0);
