@@ -23,6 +23,7 @@
 
 #include "cgroup/engine.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/kernel/pagecache_fs.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -153,21 +154,7 @@ TEST_F(CgroupKernel, ShrinkBelowAnonymousUsageIsRefusedWithoutOomKill) {
 }
 
 TEST_F(CgroupKernel, ShrinkOverReclaimablePageCacheIsApplied) {
-  // Page cache that is not shmem needs a real block-backed filesystem: an
-  // ext2 on a brd RAM disk (tmpfs and the initramfs are shmem/ramfs).
-  if (access("/dev/ram0", F_OK) != 0) {
-    // vm-run ships the guest kernel's own brd.ko; without it this claim
-    // would go unchecked, so its absence is a failure, not a skip.
-    const char* ko = std::getenv("PODSHIM_BRD_KO");
-    ASSERT_TRUE(ko != nullptr) << "no /dev/ram0 and no brd.ko (PODSHIM_BRD_KO unset by vm-run)";
-    ASSERT_EQ(system((std::string("insmod ") + ko + " rd_nr=1 rd_size=262144").c_str()), 0);
-  }
-  mkdir("/mnt", 0755);
-  mkdir("/mnt/pc", 0755);
-  if (umount("/mnt/pc") != 0) {
-    ASSERT_EQ(system("mke2fs -q /dev/ram0 >/dev/null 2>&1 || mke2fs /dev/ram0"), 0);
-  }
-  ASSERT_EQ(mount("/dev/ram0", "/mnt/pc", "ext2", 0, nullptr), 0) << strerror(errno);
+  ASSERT_NO_FATAL_FAILURE(kernel_test::mount_pagecache_fs(/*reuse_mounted=*/true));
   const std::string c1 = base + "/pod/c1";
   must_put(kRoot + "/" + c1 + "/memory.max", std::to_string(256 * kMi));
   uint64_t usage_before = 0;

@@ -39,6 +39,7 @@
 #include "cgroup/engine.h"
 #include "cgroup/usage_history.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/kernel/pagecache_fs.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -170,20 +171,6 @@ class ShrinkGrowth : public ::testing::Test {
   }
   void TearDown() override { rmdir((kRoot + "/" + base_).c_str()); }
 
-  void mount_pagecache_fs() {
-    // Page cache that is not shmem needs a block-backed filesystem: ext2 on
-    // a brd RAM disk (tmpfs and the initramfs are shmem/ramfs).
-    if (access("/dev/ram0", F_OK) != 0) {
-      const char* ko = std::getenv("PODSHIM_BRD_KO");
-      ASSERT_TRUE(ko != nullptr) << "no /dev/ram0 and no brd.ko (PODSHIM_BRD_KO unset by vm-run)";
-      ASSERT_EQ(system((std::string("insmod ") + ko + " rd_nr=1 rd_size=262144").c_str()), 0);
-    }
-    mkdir("/mnt", 0755);
-    mkdir("/mnt/pc", 0755);
-    umount("/mnt/pc");
-    ASSERT_EQ(system("mke2fs -q /dev/ram0 >/dev/null 2>&1 || mke2fs /dev/ram0 >/dev/null"), 0);
-    ASSERT_EQ(mount("/dev/ram0", "/mnt/pc", "ext2", 0, nullptr), 0) << strerror(errno);
-  }
 
   enum class Mode { Admission, Baseline, History };
   void run_case(const Case& c, int runs, Tally* t, Mode mode = Mode::Admission) {
@@ -292,7 +279,7 @@ TEST_F(ShrinkGrowth, GrowingPageCacheAndShmemWorkloads) {
   std::map<std::string, Tally> tallies;
   for (const auto& c : cases) {
     if (c.kind == Kind::PageCache) {
-      ASSERT_NO_FATAL_FAILURE(mount_pagecache_fs());
+      ASSERT_NO_FATAL_FAILURE(kernel_test::mount_pagecache_fs(/*reuse_mounted=*/false));
     }
     ASSERT_NO_FATAL_FAILURE(run_case(c, runs, &tallies[c.name]));
     if (c.kind == Kind::PageCache) umount("/mnt/pc");
