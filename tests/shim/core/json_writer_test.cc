@@ -30,7 +30,15 @@ struct Gen {
     int64_t v = static_cast<int64_t>(rng() >> (1 + pick(62)));  // the reader refuses negative quantities
     return v;
   }
-  K8sResources res() { return K8sResources{opt(), opt(), opt(), opt()}; }
+  K8sResources res() {
+    K8sResources r{opt(), opt(), opt(), opt()};
+    // Registered resources, by any name (the writer escapes it, the reader
+    // keeps names it does not know).
+    int n = pick(3);
+    for (int i = 0; i < n; ++i)
+      if (auto v = opt()) r.extra[str()] = *v;
+    return r;
+  }
   std::optional<ActualResources> actual() {
     if (pick(2)) return std::nullopt;
     return ActualResources{res(), rng(), rng() >> 20, static_cast<int64_t>(rng() >> 1)};
