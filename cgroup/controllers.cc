@@ -67,6 +67,7 @@ Result<void> read_cpu_max(std::string_view raw, Actual& a, WeightFormula) {
   auto m = parse_cpu_max(raw);
   if (!m) return Unexpected(m.error());
   if (m->quota_us) a.cpu_limit_milli = quota_us_to_milli_cpu(*m->quota_us, m->period_us);
+  a.cpu_max = *m;
   return {};
 }
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "base/str.h"
 
 namespace podshim::cgroup {
@@ -82,6 +84,22 @@ WeightVote WeightFormulaTracker::observe(uint64_t shares, uint64_t weight) {
   std::lock_guard lock(mu_);
   evidence_[current_].add(v);
   return v;
+}
+
+WeightFormulaTracker::Learned WeightFormulaTracker::learn(uint64_t shares, uint64_t weight,
+                                                          std::string_view container) {
+  const WeightVote v = classify_weight(shares, weight);
+  std::lock_guard lock(mu_);
+  WeightEvidence& e = evidence_[current_];
+  const auto before = e.learned();
+  e.add(v);
+  const auto after = e.learned();
+  Learned out{v, std::nullopt};
+  if (after && before != after)
+    out.notice = fmt::format("The runtime{} writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
+                             current_.empty() ? std::string() : " (" + current_ + ")", formula_name(*after),
+                             container, shares, weight);
+  return out;
 }
 
 bool WeightFormulaTracker::wants_samples() const {

@@ -169,6 +169,15 @@ class WeightFormulaTracker {
   void set_runtime(std::string identity);
   // Records one sample for the current runtime; returns its vote.
   WeightVote observe(uint64_t shares, uint64_t weight);
+  // observe(), for every place that learns the formula: container
+  // `container` was given `shares` and its cgroup holds `weight`. `notice`:
+  // what to tell the operator when this sample settled (or changed) the
+  // current runtime's formula.
+  struct Learned {
+    WeightVote vote;
+    std::optional<std::string> notice;
+  };
+  Learned learn(uint64_t shares, uint64_t weight, std::string_view container);
   // Whether more samples would still help (auto, and few decisive ones yet).
   bool wants_samples() const;
   WeightFormula formula() const;

@@ -153,7 +153,8 @@ struct Actual {
   std::optional<int64_t> cpu_request_milli, cpu_limit_milli, memory_limit_bytes;
   uint64_t memory_current = 0, anon = 0, file = 0, shmem = 0;
   uint64_t oom = 0, oom_kill = 0, events_max = 0, events_high = 0;
-  std::string cpu_max_raw, memory_max_raw;  // as the kernel wrote them (the NRI adapter's messages)
+  std::string cpu_max_raw, memory_max_raw;  // as the kernel wrote them; empty: no such file
+  std::optional<CpuMax> cpu_max;            // cpu.max parsed (the period is the cgroup's own)
   std::optional<uint64_t> cpu_weight;
   // What the rows of registered resources read (K8sResources::extra).
   ExtraValues extra = {};

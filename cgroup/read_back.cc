@@ -7,42 +7,79 @@
 
 namespace podshim::cgroup {
 
-Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, std::span<const KnownAttr> known) {
+Result<Actual> read_back(AttrSource& src, WeightFormula f, bool with_stat) {
   Actual a;
+  bool any = false;
   // The limits and requests, through each row's read-back (controllers.cc).
   for (const Controller& row : controllers()) {
     if (!row.read_back) continue;
-    auto k = std::find_if(known.begin(), known.end(), [&](const KnownAttr& x) { return x.file == row.file; });
-    if (k != known.end()) {
-      PODSHIM_TRY(row.read_back(k->value, a, f));
-      continue;
-    }
-    auto v = d.read_trimmed(std::string(row.file));
-    // A registered resource's controller may be off in this cgroup: then
-    // there is nothing of it to read, which is no failure of the rest.
-    if (!v && !row.name.empty() && v.error().code == ENOENT) continue;
+    auto v = src.text(row.file);
     if (!v) return Unexpected(v.error());
-    PODSHIM_TRY(row.read_back(*v, a, f));
+    if (!*v) continue;
+    any = any || row.name.empty();
+    PODSHIM_TRY(row.read_back(**v, a, f));
   }
   // What the kernel observes (not attributes podshim writes).
-  auto cur = d.read_u64("memory.current");
+  auto cur = src.text("memory.current");
   if (!cur) return Unexpected(cur.error());
-  a.memory_current = *cur;
-  if (with_stat) {
-    static constexpr std::array<std::string_view, 3> kStat{"anon", "file", "shmem"};
-    std::array<uint64_t, 3> v{};
-    PODSHIM_TRY(d.read_fields("memory.stat", kStat, v));
-    a.anon = v[0];
-    a.file = v[1];
-    a.shmem = v[2];
+  if (*cur) {
+    any = true;
+    auto c = str::parse_u64(**cur);
+    if (!c) return wrap(c, "memory.current");
+    a.memory_current = *c;
   }
-  auto ev = read_memory_events(d);
+  if (!any) return fail(ENOENT, "the cgroup has neither cpu nor memory attributes (removed?)");
+  if (with_stat) {
+    auto stat = src.text("memory.stat");
+    if (!stat) return Unexpected(stat.error());
+    if (*stat) {
+      static constexpr std::array<std::string_view, 3> kStat{"anon", "file", "shmem"};
+      std::array<uint64_t, 3> v{};
+      parse_fields(**stat, kStat.data(), v.data(), v.size());
+      a.anon = v[0];
+      a.file = v[1];
+      a.shmem = v[2];
+    }
+  }
+  auto ev = src.text("memory.events");
   if (!ev) return Unexpected(ev.error());
-  a.oom = ev->oom;
-  a.oom_kill = ev->oom_kill;
-  a.events_max = ev->max;
-  a.events_high = ev->high;
+  if (*ev) {
+    const MemoryEvents e = parse_memory_events(**ev);
+    a.oom = e.oom;
+    a.oom_kill = e.oom_kill;
+    a.events_max = e.max;
+    a.events_high = e.high;
+  }
   return a;
+}
+
+namespace {
+
+// A CgroupDir's files, or what the caller already read of them.
+class DirSource final : public AttrSource {
+ public:
+  DirSource(const CgroupDir& d, std::span<const KnownAttr> known) : d_(d), known_(known) {}
+  Result<std::optional<std::string_view>> text(std::string_view file) override {
+    for (const KnownAttr& k : known_)
+      if (k.file == file) return std::optional<std::string_view>(k.value);
+    auto v = d_.read(file);
+    if (!v && v.error().code == ENOENT) return std::optional<std::string_view>();
+    if (!v) return Unexpected(v.error());
+    buf_ = std::move(*v);
+    return std::optional<std::string_view>(str::trim(buf_));
+  }
+
+ private:
+  const CgroupDir& d_;
+  std::span<const KnownAttr> known_;
+  std::string buf_;
+};
+
+}  // namespace
+
+Result<Actual> read_back(const CgroupDir& d, WeightFormula f, bool with_stat, std::span<const KnownAttr> known) {
+  DirSource src(d, known);
+  return read_back(src, f, with_stat);
 }
 
 MemoryEvents parse_memory_events(std::string_view text) {

@@ -432,13 +432,10 @@ void NriAdapter::update_pod_sandbox(const pb::PodSandboxView& p, const pb::Linux
 void NriAdapter::learn_formula(std::string_view id, uint64_t shares, const cgroup::Actual& a) {
   const auto& w = a.cpu_weight;
   if (!opts_.formulas || !w || shares == 0) return;
-  const auto before = opts_.formulas->learned();
-  const auto vote = opts_.formulas->observe(shares, *w);
-  const auto after = opts_.formulas->learned();
-  if (after && before != after)
-    log::notice("NRI: {} {} writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
-                runtime_.name, runtime_.version, cgroup::formula_name(*after), id, shares, *w);
-  else if (vote == cgroup::WeightVote::Neither)
+  const auto learned = opts_.formulas->learn(shares, *w, id);
+  if (learned.notice)
+    log::notice("NRI: {}", *learned.notice);
+  else if (learned.vote == cgroup::WeightVote::Neither)
     log::at(log::Level::Debug, {{"CONTAINER_ID", std::string(id)}},
             "cpu.weight {} matches neither formula for {} shares (rewritten since?)", *w, shares);
 }

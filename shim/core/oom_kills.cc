@@ -4,6 +4,20 @@
 
 namespace podshim::core {
 
+ActualResources to_actual(const cgroup::Actual& a, std::optional<int64_t> target_cpu_request) {
+  ActualResources out;
+  out.resources.cpu_request_milli = a.cpu_request_milli;
+  if (a.cpu_weight)
+    out.resources.cpu_request_milli = cgroup::held_cpu_request(*a.cpu_weight, target_cpu_request, a.formula);
+  out.resources.cpu_limit_milli = a.cpu_limit_milli;
+  out.resources.memory_limit_bytes = a.memory_limit_bytes;
+  out.resources.extra = a.extra;
+  out.memory_current = a.memory_current;
+  out.oom_kill = a.oom_kill;
+  out.read_unix_ms = now_unix_ms();
+  return out;
+}
+
 uint64_t set_actual(Container& c, const ActualResources& act) {
   const uint64_t kills = c.actual && act.oom_kill > c.actual->oom_kill ? act.oom_kill - c.actual->oom_kill : 0;
   c.actual = act;

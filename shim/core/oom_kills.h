@@ -12,10 +12,18 @@
 #include <cstdint>
 #include <string_view>
 
+#include "cgroup/engine.h"
 #include "shim/core/metrics.h"
 #include "shim/core/state.h"
 
 namespace podshim::core {
+
+// What a cgroup's read-back (cgroup::read_back, the one read of a cgroup's
+// values) reports as its actual resources, whichever path read it: the
+// daemon's read-back or a resize's. `target_cpu_request` is the request the
+// cgroup was last given (Container::kernel_target(); nullopt for a pod), for
+// held_cpu_request's rule.
+ActualResources to_actual(const cgroup::Actual& a, std::optional<int64_t> target_cpu_request);
 
 // Stores `act` as the container's actual values and returns the kills it
 // adds: how far oom_kill rose over the value stored before, which is the

@@ -98,46 +98,39 @@ Result<Fds> open_files(int dir) {
   return f;
 }
 
-// What the kernel holds, parsed; nullopt members: the file is absent.
+// The texts read_files() took, as cgroup::read_back's source: one parse of
+// a cgroup's values, the engine's as well as this loop's.
+class RawSource final : public cgroup::AttrSource {
+ public:
+  explicit RawSource(const Raw& raw) : raw_(raw) {}
+  Result<std::optional<std::string_view>> text(std::string_view file) override {
+    for (size_t i = 0; i < kNumFiles; ++i)
+      if (file == kFiles[i]) return view(raw_[i]);
+    const auto rows = cgroup::registered_resources();
+    for (size_t i = 0; i < raw_.more.size(); ++i)
+      if (rows[i].file == file) return view(raw_.more[i]);
+    return std::optional<std::string_view>();  // memory.stat: not taken (see the header)
+  }
+
+ private:
+  static std::optional<std::string_view> view(const std::optional<std::string>& s) {
+    return s ? std::optional<std::string_view>(*s) : std::nullopt;
+  }
+  const Raw& raw_;
+};
+
+// What the kernel holds: the values read back, and each file's text (what
+// a drift reports).
 struct Kernel {
-  std::optional<uint64_t> weight;
-  std::optional<cgroup::CpuMax> cpu_max;
-  std::optional<std::optional<uint64_t>> memory_max;  // inner nullopt: "max"
-  uint64_t memory_current = 0, oom_kill = 0;
-  cgroup::ExtraValues extra;  // registered resources
+  cgroup::Actual a;
   Raw raw;
 };
 
-Result<Kernel> parse(Raw raw) {
-  Kernel k;
-  if (raw[kWeight]) {
-    auto w = str::parse_u64(*raw[kWeight]);
-    if (!w) return wrap(w, "cpu.weight");
-    k.weight = *w;
-  }
-  if (raw[kCpuMax]) {
-    auto m = cgroup::parse_cpu_max(*raw[kCpuMax]);
-    if (!m) return wrap(m, "cpu.max");
-    k.cpu_max = *m;
-  }
-  if (raw[kMemMax]) {
-    auto m = cgroup::parse_memory_max(*raw[kMemMax]);
-    if (!m) return wrap(m, "memory.max");
-    k.memory_max = *m;
-  }
-  if (raw[kMemCurrent]) {
-    auto c = str::parse_u64(*raw[kMemCurrent]);
-    if (!c) return wrap(c, "memory.current");
-    k.memory_current = *c;
-  }
-  if (raw[kMemEvents]) k.oom_kill = cgroup::parse_memory_events(*raw[kMemEvents]).oom_kill;
-  const auto rows = cgroup::registered_resources();
-  cgroup::Actual more;
-  for (size_t i = 0; i < raw.more.size(); ++i)
-    if (raw.more[i]) PODSHIM_TRY(rows[i].read_back(*raw.more[i], more, cgroup::WeightFormula::Quadratic));
-  k.extra = std::move(more.extra);
-  k.raw = std::move(raw);
-  return k;
+Result<Kernel> parse(Raw raw, cgroup::WeightFormula f) {
+  RawSource src(raw);
+  auto a = cgroup::read_back(src, f, /*with_stat=*/false);
+  if (!a) return Unexpected(a.error());
+  return Kernel{std::move(*a), std::move(raw)};
 }
 
 bool allocated_empty(const K8sResources& r) {
@@ -160,37 +153,40 @@ std::vector<Drift> judge(const K8sResources& a, const Kernel& k, cgroup::WeightF
   // The request the runtime converted: the request, or the limit when only
   // the limit is set (the apiserver defaults requests to limits).
   const auto req = a.cpu_request_milli ? a.cpu_request_milli : a.cpu_limit_milli;
-  if (req && k.weight) {
+  if (req && k.a.cpu_weight) {
+    const uint64_t w = *k.a.cpu_weight;
     const uint64_t want = cgroup::milli_cpu_to_weight(*req, f);
-    const bool ok = *k.weight == want || (!settled && *k.weight == cgroup::milli_cpu_to_weight(*req, other(f)));
+    const bool ok = w == want || (!settled && w == cgroup::milli_cpu_to_weight(*req, other(f)));
     if (!ok) out.push_back({std::string(kDriftCpuRequest), "cpu.weight", std::to_string(want), *k.raw[kWeight], 0});
   }
-  if (k.cpu_max) {
+  if (const auto& m = k.a.cpu_max) {
     bool ok;
     if (!a.cpu_limit_milli) {
-      ok = !k.cpu_max->quota_us;
-    } else if (!k.cpu_max->quota_us || k.cpu_max->period_us == 0) {
+      ok = !m->quota_us;
+    } else if (!m->quota_us || m->period_us == 0) {
       ok = false;
     } else {
       // Same ratio as the allocated quota over the kubelet's period, or the
       // systemd driver's rounding of it (CPUQuotaPerSecUSec, 10 ms steps).
       const uint64_t want = cgroup::milli_cpu_to_quota_us(*a.cpu_limit_milli);
-      const __int128 have = static_cast<__int128>(*k.cpu_max->quota_us) * cgroup::kQuotaPeriodUs;
-      ok = have == static_cast<__int128>(want) * k.cpu_max->period_us ||
-           have == static_cast<__int128>(cgroup::systemd_round_quota_us(want)) * k.cpu_max->period_us;
+      const __int128 have = static_cast<__int128>(*m->quota_us) * cgroup::kQuotaPeriodUs;
+      ok = have == static_cast<__int128>(want) * m->period_us ||
+           have == static_cast<__int128>(cgroup::systemd_round_quota_us(want)) * m->period_us;
     }
     if (!ok)
       out.push_back({std::string(kDriftCpuLimit), "cpu.max", cgroup::cpu_max_value(a.cpu_limit_milli),
                      *k.raw[kCpuMax], 0});
   }
-  if (k.memory_max) {
+  if (k.raw[kMemMax]) {
+    const auto& have = k.a.memory_limit_bytes;  // nullopt: "max"
     bool ok;
     if (!a.memory_limit_bytes) {
-      ok = !*k.memory_max;
+      ok = !have;
     } else {
       // The kernel keeps pages (page_counter_memparse rounds down).
       const auto want = static_cast<uint64_t>(*a.memory_limit_bytes);
-      ok = *k.memory_max && (**k.memory_max == want || **k.memory_max == cgroup::page_round_down(want));
+      ok = have && (static_cast<uint64_t>(*have) == want ||
+                    static_cast<uint64_t>(*have) == cgroup::page_round_down(want));
     }
     if (!ok)
       out.push_back({std::string(kDriftMemoryLimit), "memory.max", cgroup::memory_max_value(a.memory_limit_bytes),
@@ -493,16 +489,6 @@ struct ReadBack::Impl {
     });
   }
 
-  void learn(const std::string& id, uint64_t shares, const Kernel& k) {
-    if (!opts.formulas || shares == 0 || !k.weight) return;
-    const auto before = opts.formulas->learned();
-    opts.formulas->observe(shares, *k.weight);
-    const auto after = opts.formulas->learned();
-    if (after && before != after)
-      say(log::Level::Notice, id,
-          fmt::format("The runtime writes cpu.weight with the {} formula (container {}: {} shares → weight {})",
-                      cgroup::formula_name(*after), id, shares, *k.weight));
-  }
 
   // Only what the read-back uses (not the annotations, devices or
   // conditions a full copy would bring along); nullopt when it is gone.
@@ -552,21 +538,6 @@ struct ReadBack::Impl {
     say(first ? log::Level::Notice : log::Level::Debug, id,
         fmt::format("Read-back of container {} failed{}: {}", id, first ? " (repeats are logged at debug)" : "",
                     err.message));
-  }
-
-  // What the kernel holds, as the resources podshim reports.
-  ActualResources actual_of(const Container& c, const Kernel& k, cgroup::WeightFormula f) const {
-    ActualResources act;
-    if (k.weight)
-      act.resources.cpu_request_milli = cgroup::held_cpu_request(*k.weight, c.kernel_target().cpu_request_milli, f);
-    if (k.cpu_max && k.cpu_max->quota_us)
-      act.resources.cpu_limit_milli = cgroup::quota_us_to_milli_cpu(*k.cpu_max->quota_us, k.cpu_max->period_us);
-    if (k.memory_max && *k.memory_max) act.resources.memory_limit_bytes = static_cast<int64_t>(**k.memory_max);
-    act.resources.extra = k.extra;
-    act.memory_current = k.memory_current;
-    act.oom_kill = k.oom_kill;
-    act.read_unix_ms = now_unix_ms();
-    return act;
   }
 
   // Stores the reading when it tells something new (or `force`): other
@@ -620,14 +591,16 @@ struct ReadBack::Impl {
     if (!force && not_started(*c)) return;
     ++stats.reads;
     auto raw = sample(e, c->cgroup_path);
-    Result<Kernel> k = raw ? parse(std::move(*raw)) : Result<Kernel>(Unexpected(raw.error()));
+    Result<Kernel> k = raw ? parse(std::move(*raw), formula()) : Result<Kernel>(Unexpected(raw.error()));
     if (!k) return read_failed(id, e, k.error());
     e.read_failing = false;
-    if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->memory_current);
-    learn(id, shares ? shares : e.runtime_shares, *k);
+    if (opts.usage_history && k->raw[kMemCurrent]) opts.usage_history->record(id, now(), k->a.memory_current);
+    if (const uint64_t sh = shares ? shares : e.runtime_shares; opts.formulas && sh && k->a.cpu_weight)
+      if (auto n = opts.formulas->learn(sh, *k->a.cpu_weight, id).notice) say(log::Level::Notice, id, *n);
     e.runtime_shares = 0;
-    const cgroup::WeightFormula f = formula();
-    const ActualResources act = actual_of(*c, *k, f);
+    // What was just learned is the formula this weight is read with.
+    const cgroup::WeightFormula f = k->a.formula = formula();
+    const ActualResources act = to_actual(k->a, c->kernel_target().cpu_request_milli);
     // An allocation the runtime may still be writing is not judged yet.
     std::vector<Drift> now_drift =
         now() - e.allocated_at >= opts.settle ? judge(c->kernel_target(), *k, f, formula_settled()) : e.drift;

@@ -61,22 +61,6 @@ Result<void> validate(const K8sResources& r) {
   return {};
 }
 
-// What the engine read at the end of its write, as the container's (or
-// pod's) actual; `target` is what the cgroup was given, for the CPU request
-// rule that the periodic read-back applies too (held_cpu_request).
-ActualResources to_actual(const cgroup::Actual& a, std::optional<int64_t> target_cpu_request) {
-  ActualResources out;
-  out.resources.cpu_request_milli = a.cpu_request_milli;
-  if (a.cpu_weight) out.resources.cpu_request_milli = cgroup::held_cpu_request(*a.cpu_weight, target_cpu_request, a.formula);
-  out.resources.cpu_limit_milli = a.cpu_limit_milli;
-  out.resources.memory_limit_bytes = a.memory_limit_bytes;
-  out.resources.extra = a.extra;
-  out.memory_current = a.memory_current;
-  out.oom_kill = a.oom_kill;
-  out.read_unix_ms = now_unix_ms();
-  return out;
-}
-
 }  // namespace
 
 std::string_view to_string(ResizeOutcome o) {

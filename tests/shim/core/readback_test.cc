@@ -14,6 +14,7 @@
 #include "base/str.h"
 #include "cgroup/engine.h"
 #include "shim/core/config.h"
+#include "shim/core/engine_actuator.h"
 #include "shim/core/json.h"
 #include "shim/core/resize.h"
 #include "tests/cgroup/fake_tree.h"
@@ -405,6 +406,52 @@ TEST_F(ReadBackTest, ARefusedShrinkIsNotDriftButAHandEditAfterItIs) {
   ASSERT_TRUE(c->conditions.in_progress);
   EXPECT_EQ(c->conditions.in_progress->reason, "Error");
   EXPECT_FALSE(c->conditions.pending);
+}
+
+// One read-back: what a resize stores as the container's actual values (the
+// engine's read at the end of its write) is what the periodic read of the
+// same cgroup stores, down to a CPU request that many requests share one
+// cpu.weight with.
+TEST_F(ReadBackTest, AResizeAndThePeriodicReadReportTheSameActual) {
+  make(options());
+  rb_->start();
+  add_pod();
+  add_cgroup("c1", a_);
+  add_container("c1", a_);
+  loop_.advance(0ms);
+  // A request that its weight does not convert back to.
+  int64_t req = 300;
+  const auto q = cgroup::WeightFormula::Quadratic;
+  while (cgroup::weight_to_milli_cpu(cgroup::milli_cpu_to_weight(req, q), q) == req) ++req;
+  ASSERT_LT(req, 1000);
+
+  cgroup::EngineOptions eo;
+  eo.cgroup_root = tree_.cg_root();
+  eo.state_dir = tree_.state();
+  eo.driver = cgroup::DriverKind::Cgroupfs;
+  eo.settle = 0ms;
+  auto e = cgroup::Engine::create(eo);
+  ASSERT_TRUE(e) << e.error().message;
+  EngineActuator act(std::move(*e));
+  ResizeManager mgr(*store_, act, NodeAllocatable{4000, 1024 * Mi});
+  ContainerResize r;
+  r.container_id = "c1";
+  r.resources.cpu_request_milli = req;
+  r.resources.memory_limit_bytes = 300 * Mi;
+  auto done = mgr.resize_container(r);
+  ASSERT_TRUE(done) << done.error().message;
+  ASSERT_EQ(done->outcome, ResizeOutcome::Applied);
+  const auto after_resize = store_->container("c1")->actual;
+  ASSERT_TRUE(after_resize);
+  EXPECT_EQ(after_resize->resources.cpu_request_milli, req);
+  EXPECT_EQ(after_resize->resources.memory_limit_bytes, 300 * Mi);
+
+  rb_->touch("c1");
+  const auto after_read = store_->container("c1")->actual;
+  ASSERT_TRUE(after_read);
+  EXPECT_EQ(after_read->resources, after_resize->resources);
+  EXPECT_EQ(after_read->oom_kill, after_resize->oom_kill);
+  EXPECT_TRUE(store_->container("c1")->drift.empty());
 }
 
 // Drift alone sets no resize condition: a drifting container is neither
