@@ -49,6 +49,15 @@ Result<std::string> get_string(const json& j, const char* key, std::string_view 
   return it->get<std::string>();
 }
 
+// The text of a quantity at `where`.`key` (`key` empty: at `where`): a
+// string as given, or a JSON number as written (plain cores, bytes or
+// counts; `integral`: an integer only).
+Result<std::string> quantity_text(const json& v, std::string_view where, std::string_view key, bool integral) {
+  if (v.is_string()) return v.get<std::string>();
+  if (integral ? v.is_number_integer() : v.is_number()) return v.dump();
+  return fail(EINVAL, "field '{}{}{}' must be a quantity string", where, key.empty() ? "" : ".", key);
+}
+
 // One quantity; JSON numbers are accepted as plain values (cores / bytes).
 Result<std::optional<int64_t>> quantity(const json& j, const char* key, bool cpu, std::string_view where,
                                         bool* removed) {
@@ -58,11 +67,9 @@ Result<std::optional<int64_t>> quantity(const json& j, const char* key, bool cpu
     *removed = true;
     return std::optional<int64_t>{};
   }
-  std::string q;
-  if (it->is_string()) q = it->get<std::string>();
-  else if (it->is_number()) q = it->dump();
-  else return fail(EINVAL, "field '{}.{}' must be a quantity string", where, key);
-  auto v = cpu ? core::parse_cpu_milli(q) : core::parse_memory_bytes(q);
+  auto q = quantity_text(*it, where, key, false);
+  if (!q) return Unexpected(q.error());
+  auto v = cpu ? core::parse_cpu_milli(*q) : core::parse_memory_bytes(*q);
   if (!v) return Unexpected(v.error().wrap(fmt::format("field '{}.{}'", where, key)));
   return std::optional<int64_t>(*v);
 }
@@ -71,17 +78,16 @@ Result<std::optional<int64_t>> quantity(const json& j, const char* key, bool cpu
 // parser, or a plain non-negative integer.
 Result<int64_t> extra_quantity(const cgroup::Controller& row, const json& v, std::string_view where) {
   if (v.is_null()) return fail(EINVAL, "'{}': {} cannot be removed", where, row.name);
-  std::string q;
-  if (v.is_string()) q = v.get<std::string>();
-  else if (v.is_number_integer()) q = v.dump();
-  else return fail(EINVAL, "field '{}' must be a quantity string", where);
+  auto q = quantity_text(v, where, {}, true);
+  if (!q) return Unexpected(q.error());
   if (row.quantity) {
-    auto n = row.quantity(q);
+    auto n = row.quantity(*q);
     if (!n) return Unexpected(n.error().wrap(fmt::format("field '{}'", where)));
     return *n;
   }
-  auto n = str::parse_u64(q);
-  if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return fail(EINVAL, "field '{}': '{}' is not a count", where, q);
+  auto n = str::parse_u64(*q);
+  if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return fail(EINVAL, "field '{}': '{}' is not a count", where, *q);
   return static_cast<int64_t>(*n);
 }
 
