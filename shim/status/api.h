@@ -19,7 +19,7 @@ struct Reply {
   std::string content_type = "application/json";
   // Shared, not copied: the cached container list goes out to every
   // connection that asked for it from where it is kept.
-  std::shared_ptr<const std::string> body = std::make_shared<const std::string>();
+  std::shared_ptr<const std::string> body = empty_body();
 
   Reply() = default;
   Reply(int status, std::string content_type, std::string body)
@@ -28,6 +28,13 @@ struct Reply {
   Reply(int status, std::string content_type, std::shared_ptr<const std::string> body)
       : status(status), content_type(std::move(content_type)), body(std::move(body)) {}
   std::string_view text() const { return *body; }
+
+  // One empty body for every reply that has none (and every default-built
+  // Reply), instead of an allocation each.
+  static const std::shared_ptr<const std::string>& empty_body() {
+    static const auto kEmpty = std::make_shared<const std::string>();
+    return kEmpty;
+  }
 };
 
 // {"error": message} with the given status.
