@@ -220,77 +220,7 @@ std::vector<std::string> shrink_whys() {
 
 }  // namespace
 
-Metrics::Metrics()
-    : build_info("podshim_build_info",
-                 "Always 1: the podshimd version and the git commit it was built from.", Family::Kind::Gauge,
-                 {"version", "commit"}),
-      resize_requests("podshim_resize_requests_total",
-                      "Resize requests by result (applied, applied_with_oom_kill, unchanged, deferred, infeasible, "
-                      "restart_required, error, in_progress, invalid).",
-                      Family::Kind::Counter, {"result"}),
-      resize_latency("podshim_resize_duration_seconds",
-                     "Time from a resize request to its outcome, actuation included.",
-                     Family::Kind::Histogram, {},
-                     {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                      0.5, 1, 2.5}),
-      shrinks_refused("podshim_memory_shrinks_refused_total",
-                      "Memory limit decreases refused because usage stayed above the target.",
-                      Family::Kind::Counter),
-      bytes_reclaimed("podshim_memory_reclaimed_bytes_total",
-                      "Bytes reclaimed from cgroups ahead of memory limit decreases.",
-                      Family::Kind::Counter),
-      oom_kills("podshim_oom_kills_total",
-                "OOM kills seen in managed cgroups (memory.events oom_kill), all containers; per container: "
-                "podshim_container_oom_kills_total.",
-                Family::Kind::Counter),
-      nri_connected("podshim_nri_connected", "1 while connected to the runtime's NRI socket.",
-                    Family::Kind::Gauge),
-      nri_events("podshim_nri_events_total", "NRI events received, by event type.",
-                 Family::Kind::Counter, {"event"}),
-      cdi_injections("podshim_cdi_injections_total", "CDI devices injected into containers.",
-                     Family::Kind::Counter),
-      cdi_spec_errors("podshim_cdi_spec_errors_total", "CDI spec files that failed to load.",
-                      Family::Kind::Counter),
-      cdi_hook_injected("podshim_cdi_hook_injected",
-                        "1 when podshimd adds podshim-hook to containers that get CDI devices (the hook was "
-                        "found at its host path), 0 when it does not (no SELinux labels on CDI mounts).",
-                        Family::Kind::Gauge),
-      containers("podshim_containers", "Containers known to podshimd.", Family::Kind::Gauge),
-      pods("podshim_pods", "Pods known to podshimd.", Family::Kind::Gauge),
-      http_requests("podshim_http_requests_total", "Status socket requests by method and code.",
-                    Family::Kind::Counter, {"method", "code"}),
-      http_denied("podshim_http_denied_total", "Status socket requests denied by access control.",
-                  Family::Kind::Counter),
-      watch_dropped("podshim_watch_dropped_total",
-                    "/v1/watch streams disconnected for falling behind, by reason: backlog (the watcher's own "
-                    "queue limit, http.max_watch_backlog_bytes), total (the ceiling across all watchers, "
-                    "http.max_watch_total_bytes).",
-                    Family::Kind::Counter, {"reason"}),
-      weight_formula("podshim_cpu_weight_formula",
-                     "The shares-to-cpu.weight formula podshimd reads container cgroups with, per runtime seen "
-                     "(1: the runtime connected now; source: configured, learned from the weights the "
-                     "runtime wrote, or fallback until there is evidence).",
-                     Family::Kind::Gauge, {"runtime", "formula", "source"}),
-      weight_samples("podshim_cpu_weight_formula_samples",
-                     "Containers whose cpu.weight matched the linear formula, the quadratic one, both or "
-                     "neither, per runtime (weight_formula: auto).",
-                     Family::Kind::Gauge, {"runtime", "vote"}),
-      drift_repairs("podshim_drift_repairs_total",
-                    "Drifted containers rewritten to their allocated values (readback.repair_drift), by result.",
-                    Family::Kind::Counter, {"result"}),
-      readback_pass("podshim_readback_pass_seconds",
-                    "Wall time of the last full read-back pass over every container (all slices).",
-                    Family::Kind::Gauge),
-      shrink_pressure("podshim_memory_shrink_pressure_ratio",
-                      "Highest memory PSI avg10 (kind: some, full) seen while a memory limit decrease held "
-                      "memory.high at its target, as a ratio (0..1, the kernel's percent / 100), one "
-                      "observation per staged shrink.",
-                      Family::Kind::Histogram, {"kind"}, {0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1}),
-      shrink_refusals("podshim_memory_shrink_refusals_total",
-                      "Memory limit decreases refused, by why: usage (anon/shmem above the target), growth "
-                      "(usage would cross it within the growth window), pressure (PSI above the threshold "
-                      "under the clamp), timeout (reclaim ran out of time).",
-                      Family::Kind::Counter, {"why"}) {
+Metrics::Metrics() {
   build_info.set({{"version", PODSHIM_VERSION}, {"commit", PODSHIM_COMMIT}}, 1);
   resize_requests.preset({resize_results()});
   cdi_hook_injected.set({}, 0);  // hooks-only mode and until NRI mode decides
