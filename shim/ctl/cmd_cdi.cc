@@ -239,10 +239,7 @@ Flag flag(std::string name, std::string value, std::string help, Complete comple
   return Flag{.name = std::move(name), .value = std::move(value), .help = std::move(help), .complete = complete};
 }
 
-CommandRegistrar reg(Command{
-    .name = "cdi",
-    .summary = "list, validate and inject CDI devices (list|validate|inject)",
-    .run = cdi_main,
+CommandRegistrar reg("cdi", "list, validate and inject CDI devices (list|validate|inject)", cdi_main, Command{
     .description =
         "The CDI registry as podshimd sees it, read from the spec directories (default\n"
         "/etc/cdi, then /var/run/cdi; later wins). Spec files must be owned by root, as for\n"

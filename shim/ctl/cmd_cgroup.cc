@@ -111,10 +111,8 @@ Flag value_flag(std::string name, std::string value, std::string help, std::vect
               .choices = std::move(choices)};
 }
 
-CommandRegistrar reg(Command{
-    .name = "cgroup-values",
-    .summary = "print the cpu.weight, cpu.max and memory.max podshim writes for given quantities",
-    .run = cmd_cgroup_values,
+CommandRegistrar reg("cgroup-values", "print the cpu.weight, cpu.max and memory.max podshim writes for given quantities",
+                     cmd_cgroup_values, Command{
     .description =
         "Prints the exact strings podshim writes to cpu.weight, cpu.max and memory.max for\n"
         "these Kubernetes quantities (JSON by default). A quantity the kernel would refuse or\n"

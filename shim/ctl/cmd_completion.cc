@@ -26,10 +26,7 @@ int run_completion(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistrar reg(Command{
-    .name = "completion",
-    .summary = "print a bash or zsh completion script",
-    .run = run_completion,
+const CommandRegistrar reg("completion", "print a bash or zsh completion script", run_completion, Command{
     .description =
         "Prints a completion script for commands, subcommands, flags and their values, made\n"
         "from the same command registry podshimctl parses with. Install it:\n"

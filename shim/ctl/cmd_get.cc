@@ -189,10 +189,7 @@ int run_get(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistrar reg(Command{
-    .name = "get",
-    .summary = "list or show pods and containers with their resize state",
-    .run = run_get,
+const CommandRegistrar reg("get", "list or show pods and containers with their resize state", run_get, Command{
     .description =
         "Lists pods or containers, or shows one: desired, allocated and actual resources,\n"
         "the resize state (RESIZE: PodResizePending/Deferred|Infeasible, PodResizeInProgress\n"

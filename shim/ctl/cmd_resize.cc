@@ -228,10 +228,7 @@ Flag quantity_flag(std::string name, std::string help) {
   return Flag{.name = std::move(name), .value = "Q", .help = std::move(help)};
 }
 
-const CommandRegistrar reg(Command{
-    .name = "resize",
-    .summary = "resize a container (or a pod with --pod) through podshimd",
-    .run = run_resize,
+const CommandRegistrar reg("resize", "resize a container (or a pod with --pod) through podshimd", run_resize, Command{
     .args = "ID",
     .description =
         "Resizes container ID (or, with --pod, pod ID's pod-level resources). Values not\n"

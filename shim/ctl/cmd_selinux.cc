@@ -109,10 +109,7 @@ int run(int argc, char** argv) {
   return kExitOk;
 }
 
-CommandRegistrar reg(Command{
-    .name = "selinux",
-    .summary = "print the SELinux label podshim gives a container's injected mounts",
-    .run = run,
+CommandRegistrar reg("selinux", "print the SELinux label podshim gives a container's injected mounts", run, Command{
     .description =
         "Prints system_u:object_r:<file type>:<level>, where the level is the container's MCS\n"
         "level (private, like :Z) or s0 with --shared (like :z). The label is printed even when\n"

@@ -171,10 +171,7 @@ int run_status(int argc, char** argv) {
   return health->status == 200 && is_ready ? kExitOk : kExitFailure;
 }
 
-const CommandRegistrar reg(Command{
-    .name = "status",
-    .summary = "show podshimd's health, readiness and counts",
-    .run = run_status,
+const CommandRegistrar reg("status", "show podshimd's health, readiness and counts", run_status, Command{
     .description =
         "Shows whether podshimd is healthy and ready, how many pods and containers it tracks,\n"
         "how many containers have a resize pending (PodResizePending), one being applied now\n"

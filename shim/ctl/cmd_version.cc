@@ -31,10 +31,7 @@ int run_version(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistrar reg(Command{
-    .name = "version",
-    .summary = "print podshimctl's version (as --version does)",
-    .run = run_version,
+const CommandRegistrar reg("version", "print podshimctl's version (as --version does)", run_version, Command{
     .description = "Prints the program name, the podshim version and the git commit it was built from\n"
                    "(`git describe --always --dirty`; \"unknown\" outside a git checkout).\n",
     .formats = kFormats,

@@ -83,10 +83,8 @@ int run_watch(int argc, char** argv) {
   return kExitOk;
 }
 
-const CommandRegistrar reg(Command{
-    .name = "watch",
-    .summary = "stream podshimd's events (resizes, registrations) as they happen",
-    .run = run_watch,
+const CommandRegistrar reg("watch", "stream podshimd's events (resizes, registrations) as they happen",
+                           run_watch, Command{
     .description =
         "Prints podshimd's events as they happen, in order: one JSON object per line with\n"
         "-o json, one YAML document per event with -o yaml, a summary line otherwise (-o wide\n"

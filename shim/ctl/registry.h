@@ -94,8 +94,18 @@ struct CommandRegistrar {
     std::string key = c.name;
     registry().emplace(std::move(key), std::move(c));
   }
-  CommandRegistrar(std::string name, std::string summary, CommandFn fn)
-      : CommandRegistrar(Command{.name = std::move(name), .summary = std::move(summary), .run = std::move(fn)}) {}
+  // What every command has (its name, its --help line and what runs it)
+  // first; `details` is the rest of its entry (description, flags, formats…).
+  CommandRegistrar(std::string name, std::string summary, CommandFn fn, Command details = {})
+      : CommandRegistrar(named(std::move(details), std::move(name), std::move(summary), std::move(fn))) {}
+
+ private:
+  static Command named(Command c, std::string name, std::string summary, CommandFn fn) {
+    c.name = std::move(name);
+    c.summary = std::move(summary);
+    c.run = std::move(fn);
+    return c;
+  }
 };
 
 // Flags most commands share.
