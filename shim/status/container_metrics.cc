@@ -326,30 +326,28 @@ void ContainerMetrics::render(std::string& out) const {
 
   render_conditions(out, rows);
   render_values(out, rows);
+  // The containers whose last resize has an outcome, with its track.
+  auto each_last_resize = [&](auto&& fn) {
+    rows.each([&](const Container& c, const Labels& l) {
+      auto t = tracks.find(c.id);
+      if (t != tracks.end() && !t->second.outcome.empty()) fn(t->second, l);
+    });
+  };
   header(out, "podshim_container_last_resize_outcome", "gauge",
          "1 for the outcome of the container's last resize (applied, unchanged, deferred, infeasible, "
          "restart_required, error).");
-  rows.each([&](const Container& c, const Labels& l) {
-    auto t = tracks.find(c.id);
-    if (t != tracks.end() && !t->second.outcome.empty()) {
-      series(out, "podshim_container_last_resize_outcome", with(l, "outcome", t->second.outcome), 1);
-    }
+  each_last_resize([&](const Track& t, const Labels& l) {
+    series(out, "podshim_container_last_resize_outcome", with(l, "outcome", t.outcome), 1);
   });
   header(out, "podshim_container_last_resize_timestamp_seconds", "gauge",
          "Unix time of the container's last resize outcome.");
-  rows.each([&](const Container& c, const Labels& l) {
-    auto t = tracks.find(c.id);
-    if (t != tracks.end() && !t->second.outcome.empty()) {
-      series(out, "podshim_container_last_resize_timestamp_seconds", l, t->second.timestamp_seconds);
-    }
+  each_last_resize([&](const Track& t, const Labels& l) {
+    series(out, "podshim_container_last_resize_timestamp_seconds", l, t.timestamp_seconds);
   });
   header(out, "podshim_container_last_resize_duration_seconds", "gauge",
          "Time the container's last resize spent in cgroup actuation (0 when it was not actuated).");
-  rows.each([&](const Container& c, const Labels& l) {
-    auto t = tracks.find(c.id);
-    if (t != tracks.end() && !t->second.outcome.empty()) {
-      series(out, "podshim_container_last_resize_duration_seconds", l, t->second.duration_seconds);
-    }
+  each_last_resize([&](const Track& t, const Labels& l) {
+    series(out, "podshim_container_last_resize_duration_seconds", l, t.duration_seconds);
   });
   header(out, "podshim_container_memory_shrinks_refused_total", "counter",
          "Memory limit decreases of this container refused because usage stayed above the target.");
