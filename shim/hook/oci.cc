@@ -161,6 +161,27 @@ Result<std::string> required_state_string(const json& doc, const char* key,
   return s;
 }
 
+// A member as read into *to, or the error reading it.
+template <typename T, typename To>
+Result<void> read_into(Result<T> r, To* to) {
+  if (!r) return Unexpected(r.error());
+  *to = std::move(*r);
+  return {};
+}
+
+// Every element of `array`, parsed by `parse` (told where it is:
+// "WHERE[i]") and appended to *out; the first error otherwise.
+template <typename T, typename Parse>
+Result<void> parse_each(const json& array, std::string_view where, Parse parse, std::vector<T>* out) {
+  size_t i = 0;
+  for (const json& e : array) {
+    auto x = parse(e, fmt::format("{}[{}]", where, i++));
+    if (!x) return Unexpected(x.error());
+    out->push_back(std::move(*x));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<OciState> parse_state(std::string_view text) {
@@ -172,15 +193,11 @@ Result<OciState> parse_state(std::string_view text) {
   constexpr std::string_view where = "OCI state";
   OciState st;
 
-  auto v = opt_string(*doc, "ociVersion", where);
-  if (!v) return Unexpected(v.error());
-  st.oci_version = std::move(*v);
+  PODSHIM_TRY(read_into(opt_string(*doc, "ociVersion", where), &st.oci_version));
 
   // podshimd's id rule (runc's own allows '+' and any length; CRI-O and
   // podman ids are 64 hex digits).
-  auto id = required_state_string(*doc, "id", check_id);
-  if (!id) return Unexpected(id.error());
-  st.id = std::move(*id);
+  PODSHIM_TRY(read_into(required_state_string(*doc, "id", check_id), &st.id));
 
   auto status = opt_string(*doc, "status", where);
   if (!status) return Unexpected(status.error());
@@ -194,13 +211,8 @@ Result<OciState> parse_state(std::string_view text) {
   if (*pid < 0 || *pid > INT32_MAX) return fail(EINVAL, "OCI state 'pid' {} is out of range", *pid);
   st.pid = *pid;
 
-  auto bundle = required_state_string(*doc, "bundle", check_abs_path);
-  if (!bundle) return Unexpected(bundle.error());
-  st.bundle = std::move(*bundle);
-
-  auto ann = opt_string_map(*doc, "annotations", where);
-  if (!ann) return Unexpected(ann.error());
-  st.annotations = std::move(*ann);
+  PODSHIM_TRY(read_into(required_state_string(*doc, "bundle", check_abs_path), &st.bundle));
+  PODSHIM_TRY(read_into(opt_string_map(*doc, "annotations", where), &st.annotations));
   return st;
 }
 
@@ -292,23 +304,13 @@ Result<OciConfig> parse_config(std::string_view text) {
 
     if (auto d = linux.find("devices"); d != linux.end() && !d->is_null()) {
       if (!d->is_array()) return fail(EINVAL, "config.json: linux.devices is not an array");
-      size_t i = 0;
-      for (const json& e : *d) {
-        auto dev = parse_device(e, fmt::format("config.json linux.devices[{}]", i++));
-        if (!dev) return Unexpected(dev.error());
-        cfg.devices.push_back(std::move(*dev));
-      }
+      PODSHIM_TRY(parse_each(*d, "config.json linux.devices", parse_device, &cfg.devices));
     }
   }
 
   if (auto m = doc->find("mounts"); m != doc->end() && !m->is_null()) {
     if (!m->is_array()) return fail(EINVAL, "config.json: 'mounts' is not an array");
-    size_t i = 0;
-    for (const json& e : *m) {
-      auto mnt = parse_mount(e, fmt::format("config.json mounts[{}]", i++));
-      if (!mnt) return Unexpected(mnt.error());
-      cfg.mounts.push_back(std::move(*mnt));
-    }
+    PODSHIM_TRY(parse_each(*m, "config.json mounts", parse_mount, &cfg.mounts));
   }
   return cfg;
 }
