@@ -478,6 +478,20 @@ struct PageSync {
   Result<void> page(const pb::SynchronizeView& v, bool first) {
     return adapter.on_synchronize_page(v, first, &reply, &then);
   }
+  // A page that did not decode fails here, before the adapter sees it.
+  Result<void> page(const DecodedPage& p, bool first) {
+    if (!p.ok) return fail(EINVAL, "the page did not decode");
+    return page(p.view, first);
+  }
+  // The page's answer is out: runs (and clears) what the adapter left to
+  // run then; false when it left nothing.
+  bool answer_out() {
+    if (!then) return false;
+    auto run = std::move(then);
+    then = nullptr;
+    run();
+    return true;
+  }
 };
 
 TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
@@ -516,23 +530,20 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   page2.set_more(false);
 
   const DecodedPage v1(page1), v2(page2);
-  ASSERT_TRUE(v1.ok);
-  ASSERT_TRUE(v2.ok);
   PageSync sync(adapter);
-  ASSERT_TRUE(sync.page(v1.view, true));
+  ASSERT_TRUE(sync.page(v1, true));
   // Checked and answered, stored once the answer is out (the stub runs
   // `then` straight after sending it).
   EXPECT_FALSE(store->container("a")) << "stored before the reply";
-  ASSERT_TRUE(sync.then);
-  sync.then();
+  ASSERT_TRUE(sync.answer_out());
   // Stored as it came; nothing dropped before the last page.
   EXPECT_TRUE(store->container("a"));
   EXPECT_TRUE(store->container("gone"));
   ASSERT_TRUE(store->container("b")) << "stored as it came";
   EXPECT_EQ(store->container("b")->pod_uid, "") << "its pod has not arrived yet";
-  ASSERT_TRUE(sync.page(v2.view, false));
+  ASSERT_TRUE(sync.page(v2, false));
   EXPECT_TRUE(store->container("gone")) << "dropped before the last page is stored";
-  sync.then();
+  ASSERT_TRUE(sync.answer_out());
   EXPECT_FALSE(store->container("gone"));
   EXPECT_FALSE(store->pod(gone_pod.uid));
   EXPECT_TRUE(store->container("from-api")) << "not the runtime's to drop";
@@ -552,9 +563,8 @@ TEST(NriAdapterSync, PagesGoIntoTheModelAsTheyArriveAndStaleObjectsGoAtTheEnd) {
   *again.add_pods() = p1;
   *again.add_containers() = *page1.mutable_containers(0);
   const DecodedPage v3(again);
-  ASSERT_TRUE(v3.ok);
-  ASSERT_TRUE(sync.page(v3.view, true));
-  sync.then();
+  ASSERT_TRUE(sync.page(v3, true));
+  ASSERT_TRUE(sync.answer_out());
   EXPECT_FALSE(store->container("b"));
   EXPECT_FALSE(store->pod(p2.uid()));
   EXPECT_EQ(store->container_count(), 2u);
@@ -608,26 +618,19 @@ TEST(NriAdapterSync, ABadItemOnAnEarlierPageFailsTheLastPageNamingIt) {
   page3.set_more(false);
   const DecodedPage v1(page1, /*check_items=*/false), v2(page2, /*check_items=*/false),
       v3(page3, /*check_items=*/false);
-  ASSERT_TRUE(v1.ok);
-  ASSERT_TRUE(v2.ok);
-  ASSERT_TRUE(v3.ok);
   PageSync sync(adapter);
 
-  ASSERT_TRUE(sync.page(v1.view, true));
+  ASSERT_TRUE(sync.page(v1, true));
   EXPECT_FALSE(store->container("a")) << "neither checked nor stored before its answer";
-  ASSERT_TRUE(sync.then);
-  sync.then();
+  ASSERT_TRUE(sync.answer_out());
   EXPECT_TRUE(store->container("a")) << "a good page is stored after its answer";
 
-  sync.then = nullptr;
-  ASSERT_TRUE(sync.page(v2.view, false)) << "answered more=true at once";
-  ASSERT_TRUE(sync.then);
-  sync.then();
+  ASSERT_TRUE(sync.page(v2, false)) << "answered more=true at once";
+  ASSERT_TRUE(sync.answer_out());
   EXPECT_FALSE(store->container("b")) << "nothing of the bad page is stored";
   EXPECT_FALSE(store->container("c"));
 
-  sync.then = nullptr;
-  auto r = sync.page(v3.view, false);
+  auto r = sync.page(v3, false);
   ASSERT_FALSE(r) << "the sync fails at its last answer";
   EXPECT_NE(r.error().message.find("Synchronize page 2: SynchronizeRequest.containers[1]"), std::string::npos)
       << r.error().message;
@@ -642,10 +645,8 @@ TEST(NriAdapterSync, ABadItemOnAnEarlierPageFailsTheLastPageNamingIt) {
   *again.add_pods() = p1;
   *again.add_containers() = container(p1, "d", 64 * kMi, 256, 0);
   const DecodedPage v4(again, /*check_items=*/false);
-  ASSERT_TRUE(v4.ok);
-  ASSERT_TRUE(sync.page(v4.view, true));
-  ASSERT_TRUE(sync.then);
-  sync.then();
+  ASSERT_TRUE(sync.page(v4, true));
+  ASSERT_TRUE(sync.answer_out());
   EXPECT_TRUE(store->container("d"));
   EXPECT_FALSE(store->container("a")) << "what only the failed sync had is dropped";
 }
