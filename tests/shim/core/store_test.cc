@@ -36,19 +36,49 @@ Container sample(std::string id) {
   return c;
 }
 
+// The store in d, opened, with sample(id) upserted for each of `ids`; null
+// (and the test failed) when that does not work.
+std::unique_ptr<Store> open_with(const TempDir& d, std::initializer_list<const char*> ids) {
+  auto s = Store::open(d.path());
+  EXPECT_TRUE(s) << s.error().message;
+  if (!s) return nullptr;
+  for (const char* id : ids) {
+    if (!(*s)->upsert_container(sample(id))) {
+      ADD_FAILURE() << "upsert of " << id << " failed";
+      return nullptr;
+    }
+  }
+  return std::move(*s);
+}
+
+// The store in d opened again, having loaded without a warning; null (and
+// the test failed) otherwise.
+std::unique_ptr<Store> reopen_clean(const TempDir& d) {
+  auto s = open_with(d, {});
+  if (s) {
+    EXPECT_TRUE(s->load_warnings().empty());
+  }
+  return s;
+}
+
+// The generation of container `id` in s, none when s has no such container.
+std::optional<int64_t> generation_of(const Store& s, const std::string& id) {
+  auto c = s.container(id);
+  if (!c) return std::nullopt;
+  return c->generation;
+}
+
 TEST(Store, PersistsAcrossReopen) {
   TempDir d;
   {
-    auto s = Store::open(d.path());
-    ASSERT_TRUE(s) << s.error().message;
-    ASSERT_TRUE((*s)->upsert_container(sample("c1")));
-    ASSERT_TRUE((*s)->upsert_container(sample("c2")));
+    auto s = open_with(d, {"c1", "c2"});
+    ASSERT_TRUE(s);
     Pod p;
     p.uid = "pod-1";
     p.qos = QosClass::Burstable;
     p.labels.set("app", "x");
-    ASSERT_TRUE((*s)->upsert_pod(p));
-    auto removed = (*s)->remove_container("c2");
+    ASSERT_TRUE(s->upsert_pod(p));
+    auto removed = s->remove_container("c2");
     ASSERT_TRUE(removed);
     EXPECT_TRUE(*removed);
   }
@@ -75,11 +105,7 @@ std::string snapshot_of(const TempDir& d) {
 // and the others load.
 TEST(Store, CorruptFileIsMovedAsideAndOthersLoad) {
   TempDir d;
-  {
-    auto s = Store::open(d.path());
-    ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->upsert_container(sample("good")));
-  }
+  ASSERT_TRUE(open_with(d, {"good"}));
   stdfs::create_directories(d.path() + "/containers");
   std::ofstream(d.path() + "/containers/bad.json") << "{not json";
   std::ofstream(d.path() + "/containers/other.json") << R"({"id":"mismatch"})";
@@ -251,24 +277,19 @@ std::string json_string_for_test(const Container& c) { return json_string(c); }
 TEST(Store, JournalReplaysChangesNotYetInTheFiles) {
   TempDir d;
   {
-    auto s = Store::open(d.path());
-    ASSERT_TRUE(s) << s.error().message;
-    ASSERT_TRUE((*s)->upsert_container(sample("a")));
-    ASSERT_TRUE((*s)->upsert_container(sample("b")));
-    ASSERT_TRUE((*s)->update_container("a", [](Container& c) { c.generation = 7; }));
-    ASSERT_TRUE((*s)->remove_container("b"));
+    auto s = open_with(d, {"a", "b"});
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->update_container("a", [](Container& c) { c.generation = 7; }));
+    ASSERT_TRUE(s->remove_container("b"));
     // Nothing compacted yet: the changes are only in the journal.
     EXPECT_FALSE(stdfs::exists(d.path() + "/snapshot"));
     EXPECT_GT(stdfs::file_size(d.path() + "/journal"), 0u);
   }  // no clean shutdown step: as after kill -9
-  auto s = Store::open(d.path());
-  ASSERT_TRUE(s) << s.error().message;
-  EXPECT_TRUE((*s)->load_warnings().empty());
-  auto a = (*s)->container("a");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->generation, 7);
-  EXPECT_FALSE((*s)->container("b"));
-  EXPECT_EQ((*s)->containers_of("pod-1").size(), 1u);
+  auto s = reopen_clean(d);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(generation_of(*s, "a"), std::optional<int64_t>(7));
+  EXPECT_FALSE(s->container("b"));
+  EXPECT_EQ(s->containers_of("pod-1").size(), 1u);
   // Opening compacted: the snapshot agrees and the journal is empty.
   EXPECT_EQ(stdfs::file_size(d.path() + "/journal"), 0u);
   EXPECT_NE(snapshot_of(d).find("\"id\":\"a\""), std::string::npos);
@@ -277,11 +298,7 @@ TEST(Store, JournalReplaysChangesNotYetInTheFiles) {
 
 TEST(Store, JournalIgnoresATornLastRecordAndBadLines) {
   TempDir d;
-  {
-    auto s = Store::open(d.path());
-    ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->upsert_container(sample("a")));
-  }
+  ASSERT_TRUE(open_with(d, {"a"}));
   {
     std::ofstream j(d.path() + "/journal", std::ios::app);
     j << "C {not json\n" << "x y\n" << "c ../etc\n";
@@ -300,18 +317,16 @@ TEST(Store, JournalIsCompactedPastItsBound) {
   TempDir d;
   int64_t g = 0;
   {
-    auto s = Store::open(d.path());
+    auto s = open_with(d, {"a", "b"});
     ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->upsert_container(sample("a")));
-    ASSERT_TRUE((*s)->upsert_container(sample("b")));
     while (stdfs::exists(d.path() + "/snapshot") == false) {
-      ASSERT_TRUE((*s)->update_container("a", [&](Container& c) { c.generation = ++g; }));
+      ASSERT_TRUE(s->update_container("a", [&](Container& c) { c.generation = ++g; }));
       ASSERT_LT(g, 100000) << "never compacted";
     }
     // The compaction runs beside the changes that follow it.
-    ASSERT_TRUE((*s)->update_container("a", [&](Container& c) { c.generation = ++g; }));
-    ASSERT_TRUE((*s)->remove_container("b"));
-    (*s)->drain();
+    ASSERT_TRUE(s->update_container("a", [&](Container& c) { c.generation = ++g; }));
+    ASSERT_TRUE(s->remove_container("b"));
+    s->drain();
     EXPECT_FALSE(stdfs::exists(d.path() + "/journal.old"));
     EXPECT_LT(stdfs::file_size(d.path() + "/journal"), Store::kJournalCompactBytes);
     const std::string text = snapshot_of(d);
@@ -319,13 +334,10 @@ TEST(Store, JournalIsCompactedPastItsBound) {
     EXPECT_EQ(text.find(fmt::format("\"generation\":{}", g)), std::string::npos)
         << "the file holds the value at the rotation, the journal what came after";
   }
-  auto s = Store::open(d.path());
-  ASSERT_TRUE(s) << s.error().message;
-  EXPECT_TRUE((*s)->load_warnings().empty());
-  auto a = (*s)->container("a");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->generation, g);
-  EXPECT_FALSE((*s)->container("b"));
+  auto s = reopen_clean(d);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(generation_of(*s, "a"), std::optional<int64_t>(g));
+  EXPECT_FALSE(s->container("b"));
 }
 
 // A crash during a compaction leaves journal.old beside journal and files
@@ -333,12 +345,10 @@ TEST(Store, JournalIsCompactedPastItsBound) {
 TEST(Store, ACompactionCutShortLosesNothing) {
   TempDir d;
   {
-    auto s = Store::open(d.path());
+    auto s = open_with(d, {"a", "b"});
     ASSERT_TRUE(s);
-    ASSERT_TRUE((*s)->upsert_container(sample("a")));
-    ASSERT_TRUE((*s)->upsert_container(sample("b")));
-    ASSERT_TRUE((*s)->update_container("a", [](Container& c) { c.generation = 3; }));
-    ASSERT_TRUE((*s)->upsert_container(sample("c")));  // only in journal.old
+    ASSERT_TRUE(s->update_container("a", [](Container& c) { c.generation = 3; }));
+    ASSERT_TRUE(s->upsert_container(sample("c")));  // only in journal.old
   }
   // What the rotation leaves: the old records in journal.old, newer ones in
   // a new journal, no file written yet.
@@ -349,14 +359,11 @@ TEST(Store, ACompactionCutShortLosesNothing) {
     a.generation = 9;
     j << "C " << json_string_for_test(a) << "\n" << "c b\n";
   }
-  auto s = Store::open(d.path());
-  ASSERT_TRUE(s) << s.error().message;
-  EXPECT_TRUE((*s)->load_warnings().empty());
-  auto a = (*s)->container("a");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->generation, 9);
-  EXPECT_FALSE((*s)->container("b"));
-  EXPECT_TRUE((*s)->container("c"));
+  auto s = reopen_clean(d);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(generation_of(*s, "a"), std::optional<int64_t>(9));
+  EXPECT_FALSE(s->container("b"));
+  EXPECT_TRUE(s->container("c"));
   // Opening compacted both away.
   EXPECT_FALSE(stdfs::exists(d.path() + "/journal.old"));
   EXPECT_EQ(stdfs::file_size(d.path() + "/journal"), 0u);
