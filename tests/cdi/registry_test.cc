@@ -252,12 +252,19 @@ TEST(CdiRegistry, LiveRefreshReReadsOnlyTheChangedFile) {
   expect_same_as_full_scan(r, o);
 }
 
-TEST(CdiRegistry, BurstOfChangesRunsOneFilePerCallback) {
+// A registry r made with options o, watching one spec directory d, empty at
+// the start.
+class CdiRegistryWatchingOneDir : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(r.watch(nullptr)); }
+
   TempDir t;
-  std::string d = t.dir("etc");
-  auto o = opts({d});
-  Registry r(o);
-  ASSERT_TRUE(r.watch(nullptr));
+  const std::string d = t.dir("etc");
+  const RegistryOptions o = opts({d});
+  Registry r{o};
+};
+
+TEST_F(CdiRegistryWatchingOneDir, BurstOfChangesRunsOneFilePerCallback) {
   for (int i = 0; i < 12; i++)
     write_file(fmt::format("{}/b{:02}.yaml", d, i), simple_spec("vendor.com/gpu", {fmt::format("b{}", i)}));
   // The first callback drains every event but parses one file only; the
@@ -335,12 +342,7 @@ TEST(CdiRegistry, LiveRefreshEqualsAFullScan) {
 // again through live refresh, the index growing and deleting in clusters)
 // must resolve exactly as in a registry scanned afresh, one at a time and
 // all in one request, and removed names must not resolve.
-TEST(CdiRegistry, ManyNamesComeAndGoThroughLiveRefresh) {
-  TempDir t;
-  std::string d = t.dir("etc");
-  auto o = opts({d});
-  Registry r(o);
-  ASSERT_TRUE(r.watch(nullptr));
+TEST_F(CdiRegistryWatchingOneDir, ManyNamesComeAndGoThroughLiveRefresh) {
   testing::Lcg rnd{7};
   auto spec = [](int f, int gen) {
     std::string s = "cdiVersion: 0.5.0\nkind: vendor.com/gpu\ndevices:\n";
