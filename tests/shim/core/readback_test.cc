@@ -58,12 +58,16 @@ struct Line {
 
 class ReadBackTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  cgroup::EngineOptions engine_options() const {
     cgroup::EngineOptions eo;
     eo.cgroup_root = tree_.cg_root();
     eo.state_dir = tree_.state();
     eo.driver = cgroup::DriverKind::Cgroupfs;
     eo.settle = 0ms;
+    return eo;
+  }
+  void SetUp() override {
+    cgroup::EngineOptions eo = engine_options();
     eo.before_write = [this](const std::string&, const std::string& file, const std::string& value) -> Result<void> {
       writes_.push_back(file + "=" + value);
       return {};
@@ -132,6 +136,16 @@ class ReadBackTest : public ::testing::Test {
               std::to_string(cgroup::milli_cpu_to_weight(250, cgroup::WeightFormula::Linear)) + "\n");
     add_container("c1", a_, "running", source);
     return tracker;
+  }
+  // The read-back started with the default options and one running
+  // container c1 (a_), read once.
+  void start_with_c1() {
+    make(options());
+    rb_->start();
+    add_pod();
+    add_cgroup("c1", a_);
+    add_container("c1", a_);
+    loop_.advance(0ms);
   }
   void add_pod() {
     Pod p;
@@ -294,12 +308,7 @@ TEST_F(ReadBackTest, ReadsFeedTheUsageHistoryForShrinks) {
 }
 
 TEST_F(ReadBackTest, HandEditOfMemoryMaxIsReportedWithinOnePeriodOnce) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   ASSERT_TRUE(store_->container("c1")->actual);
   ASSERT_EQ(rb_->cached_containers(), 1u);  // the edit must show through kept fds
 
@@ -359,12 +368,7 @@ struct RefusingActuator : Actuator {
 // resize's error (PodResizeInProgress/Error), not drift. Drift is still
 // found, against those values, when someone edits the cgroup afterwards.
 TEST_F(ReadBackTest, ARefusedShrinkIsNotDriftButAHandEditAfterItIs) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   ASSERT_TRUE(store_->container("c1")->drift.empty());
 
   RefusingActuator refuse;
@@ -413,24 +417,14 @@ TEST_F(ReadBackTest, ARefusedShrinkIsNotDriftButAHandEditAfterItIs) {
 // same cgroup stores, down to a CPU request that many requests share one
 // cpu.weight with.
 TEST_F(ReadBackTest, AResizeAndThePeriodicReadReportTheSameActual) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   // A request that its weight does not convert back to.
   int64_t req = 300;
   const auto q = cgroup::WeightFormula::Quadratic;
   while (cgroup::weight_to_milli_cpu(cgroup::milli_cpu_to_weight(req, q), q) == req) ++req;
   ASSERT_LT(req, 1000);
 
-  cgroup::EngineOptions eo;
-  eo.cgroup_root = tree_.cg_root();
-  eo.state_dir = tree_.state();
-  eo.driver = cgroup::DriverKind::Cgroupfs;
-  eo.settle = 0ms;
-  auto e = cgroup::Engine::create(eo);
+  auto e = cgroup::Engine::create(engine_options());
   ASSERT_TRUE(e) << e.error().message;
   EngineActuator act(std::move(*e));
   ResizeManager mgr(*store_, act, NodeAllocatable{4000, 1024 * Mi});
@@ -457,12 +451,7 @@ TEST_F(ReadBackTest, AResizeAndThePeriodicReadReportTheSameActual) {
 // Drift alone sets no resize condition: a drifting container is neither
 // pending nor in progress.
 TEST_F(ReadBackTest, DriftIsNotAResizeState) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   tree_.set("kubepods/pod1/c1", "memory.max", std::to_string(512 * Mi) + "\n");
   loop_.advance(5000ms);
   auto c = store_->container("c1");
@@ -478,12 +467,7 @@ TEST_F(ReadBackTest, DriftIsNotAResizeState) {
 }
 
 TEST_F(ReadBackTest, RepairOffWritesNothing) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   tree_.set("kubepods/pod1/c1", "memory.max", std::to_string(512 * Mi) + "\n");
   tree_.set("kubepods/pod1/c1", "cpu.weight", "7\n");
   tree_.set("kubepods/pod1/c1", "cpu.max", "max 100000\n");
@@ -538,12 +522,7 @@ TEST_F(ReadBackTest, UnallocatedStoppedAndMissingAreNeitherDriftNorErrors) {
 }
 
 TEST_F(ReadBackTest, RemovedContainerDropsItsFdsAndSeries) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   tree_.set("kubepods/pod1/c1", "memory.max", "max\n");
   loop_.advance(5000ms);
   ASSERT_EQ(drift_metric("c1", "memory_limit"), 1);
@@ -685,12 +664,7 @@ TEST_F(ReadBackTest, HookContainerResizedBeforeItsFirstReadTeachesNothing) {
 }
 
 TEST_F(ReadBackTest, FreshAllocationIsNotJudgedUntilItSettles) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   // UpdateContainer: podshim accepted 128Mi; the runtime has not written it.
   ASSERT_TRUE(store_->update_container("c1", [](Container& c) { c.allocated.memory_limit_bytes = 128 * Mi; }));
   rb_->touch("c1");
@@ -701,12 +675,7 @@ TEST_F(ReadBackTest, FreshAllocationIsNotJudgedUntilItSettles) {
 }
 
 TEST_F(ReadBackTest, DriftSurvivesAnUpsertThatDropsIt) {
-  make(options());
-  rb_->start();
-  add_pod();
-  add_cgroup("c1", a_);
-  add_container("c1", a_);
-  loop_.advance(0ms);
+  start_with_c1();
   tree_.set("kubepods/pod1/c1", "memory.max", "max\n");
   loop_.advance(5000ms);
   ASSERT_EQ(store_->container("c1")->drift.size(), 1u);
