@@ -203,6 +203,7 @@ struct ResizeManager::Flight {
   // items' state in hand and stores each container once.
   bool inline_phase = false, finished = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> actuation_start;  // when the actuator was called
   int64_t now = now_unix_ms();
   Done done;
 };
@@ -611,6 +612,7 @@ Result<std::optional<cgroup::ResizeTarget>> ResizeManager::allocate_container(Fl
 void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
   f->inline_phase = true;
   if (act.plan.containers.empty() && !act.plan.pod) return finish(f, cgroup::ResizeReport{});
+  f->actuation_start = std::chrono::steady_clock::now();
   actuator_.apply(act, [this, f](Result<cgroup::ResizeReport> rep) { finish(f, std::move(rep)); });
   if (f->finished) return;
   f->inline_phase = false;
@@ -633,6 +635,7 @@ void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
   f->finished = true;
+  if (on_actuation_ && f->actuation_start) report_actuation(*f, rep);
   if (!f->inline_phase) {  // it was counted as running when submit() returned
     for (const auto& it : f->items) {
       if (!it.actuated) continue;
@@ -649,6 +652,19 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
   }
   if (!rep) return finish_failed(*f, rep.error());
   finish_applied(*f, *rep);
+}
+
+void ResizeManager::report_actuation(const Flight& f, const Result<cgroup::ResizeReport>& rep) const {
+  ActuationRecord r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - *f.actuation_start).count();
+  const bool refused = !rep && rep.error().kind == ErrorKind::ShrinkRefused;
+  for (const auto& it : f.items) {
+    if (!it.actuated) continue;
+    r.container_id = it.c.id;
+    const auto &was = it.before.memory_limit_bytes, &next = it.next.memory_limit_bytes;
+    r.shrink_refused = refused && was && next && *next < *was;
+    on_actuation_(r);
+  }
 }
 
 // The state in hand is moved into the store, not copied (a container is a

@@ -160,6 +160,18 @@ class ResizeManager {
   void set_allocatable(NodeAllocatable a);
   NodeAllocatable allocatable() const { return allocatable_; }
 
+  // What one actuation was for one container it wrote (or tried to): how
+  // long the actuator took, and whether it refused a shrink that lowered
+  // this container's memory limit. Reported when the actuator answers,
+  // before the outcome is stored (status::ContainerMetrics' duration and
+  // refused-shrink series).
+  struct ActuationRecord {
+    std::string_view container_id;
+    double seconds = 0;
+    bool shrink_refused = false;
+  };
+  void on_actuation(std::function<void(const ActuationRecord&)> fn) { on_actuation_ = std::move(fn); }
+
   struct Flight;
 
  private:
@@ -185,6 +197,7 @@ class ResizeManager {
   // once when nothing is written), reject() for a request refused before
   // anything was recorded, conclude() for every outcome.
   void finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep);
+  void report_actuation(const Flight& f, const Result<cgroup::ResizeReport>& rep) const;
   void finish_failed(Flight& f, const Error& e);
   void finish_applied(Flight& f, const cgroup::ResizeReport& rep);
   void reject(Flight& f, Error e);
@@ -205,6 +218,7 @@ class ResizeManager {
   Actuator& actuator_;
   NodeAllocatable allocatable_;
   Metrics* metrics_;
+  std::function<void(const ActuationRecord&)> on_actuation_;
   // Containers whose actuation was still running when submit() returned:
   // the target of the latest and how many run. The stored allocated
   // values are those before it until it completes, so a request is

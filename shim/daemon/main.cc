@@ -111,7 +111,6 @@ struct Daemon {
   std::unique_ptr<core::Actuator> actuator;
   std::unique_ptr<core::ReadBack> readback;
   std::unique_ptr<status::ContainerMetrics> container_metrics;
-  std::unique_ptr<core::Actuator> timed_actuator;  // wraps the actuator below for container_metrics
   std::unique_ptr<core::ResizeManager> resize;
   std::unique_ptr<status::MetricsListener> metrics_listener;
   std::unique_ptr<status::Server> server;
@@ -393,8 +392,8 @@ Result<void> start_resize(Daemon& d, const core::Scheduler& schedule, const core
   }
   d.container_metrics =
       std::make_unique<status::ContainerMetrics>(*d.store, d.cfg.metrics_max_containers, d.cfg.nri_enabled);
-  d.timed_actuator = d.container_metrics->wrap(*actuator);
-  d.resize = std::make_unique<core::ResizeManager>(*d.store, *d.timed_actuator, alloc, &d.metrics);
+  d.resize = std::make_unique<core::ResizeManager>(*d.store, *actuator, alloc, &d.metrics);
+  d.container_metrics->observe(*d.resize);
   if (d.nri) d.nri->set_resize(d.resize.get());
   return {};
 }

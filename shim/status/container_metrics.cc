@@ -84,43 +84,6 @@ double unix_seconds_now() {
 }
 
 // Times each actuation and attributes it to the containers it touched.
-class TimingActuator final : public core::Actuator {
- public:
-  TimingActuator(core::Actuator& inner, ContainerMetrics& m, core::Store& store)
-      : inner_(inner), m_(m), store_(store) {}
-
-  void apply(const core::Actuation& a, Done done) override {
-    const auto& req = a.plan;
-    // Which containers' memory limits this request lowers, judged against
-    // what is allocated before the write (the manager stores the new values
-    // only after apply() returns).
-    std::vector<std::pair<std::string, bool>> targets;
-    for (const auto& t : req.containers) {
-      bool lowers = false;
-      if (t.desired.memory_limit_bytes) {
-        store_.with_container(t.id, [&](const core::Container& c) {
-          lowers = c.allocated.memory_limit_bytes && *t.desired.memory_limit_bytes < *c.allocated.memory_limit_bytes;
-        });
-      }
-      targets.emplace_back(t.id, lowers);
-    }
-    auto start = std::chrono::steady_clock::now();
-    inner_.apply(a, [this, start, targets, done = std::move(done)](Result<cgroup::ResizeReport> r) {
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      bool refused = !r && r.error().kind == ErrorKind::ShrinkRefused;
-      for (const auto& [id, lowers] : targets) m_.record_actuation(id, secs, refused && lowers);
-      done(std::move(r));
-    });
-  }
-  Result<cgroup::Actual> read_actual(const std::string& cgroup_path) override {
-    return inner_.read_actual(cgroup_path);
-  }
-
- private:
-  core::Actuator& inner_;
-  ContainerMetrics& m_;
-  core::Store& store_;
-};
 
 }  // namespace
 
@@ -131,8 +94,10 @@ ContainerMetrics::ContainerMetrics(core::Store& store, size_t max_containers, bo
 
 ContainerMetrics::~ContainerMetrics() { store_.unsubscribe(sub_); }
 
-std::unique_ptr<core::Actuator> ContainerMetrics::wrap(core::Actuator& inner) {
-  return std::make_unique<TimingActuator>(inner, *this, store_);
+void ContainerMetrics::observe(core::ResizeManager& resize) {
+  resize.on_actuation([this](const core::ResizeManager::ActuationRecord& r) {
+    record_actuation(std::string(r.container_id), r.seconds, r.shrink_refused);
+  });
 }
 
 void ContainerMetrics::record_actuation(const std::string& container_id, double seconds, bool shrink_refused) {

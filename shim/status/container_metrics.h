@@ -5,8 +5,8 @@
 // and actual resources, drift, the last resize's outcome and duration, and
 // memory shrinks refused. Every per-container series podshimd exports is
 // rendered here, so they all carry the same labels. Rendered on demand from
-// the model's public read API (core::Store), plus what a timing Actuator
-// decorator saw of each actuation.
+// the model's public read API (core::Store), plus what the resize manager
+// reports of each actuation (ResizeManager::on_actuation).
 //
 // Cardinality: at most kSeriesPerContainer series per container, and at most
 // `max_containers` containers (the rest are counted in
@@ -44,16 +44,16 @@ class ContainerMetrics {
   ContainerMetrics(const ContainerMetrics&) = delete;
   ContainerMetrics& operator=(const ContainerMetrics&) = delete;
 
-  // Wraps `inner` so every actuation's duration and shrink refusal is
-  // recorded per container. The returned actuator borrows both `inner` and
-  // this object.
-  std::unique_ptr<core::Actuator> wrap(core::Actuator& inner);
+  // Records every actuation's duration and shrink refusal per container, as
+  // `resize` reports them (ResizeManager::on_actuation). `resize` must not
+  // outlive this object, or must be observed by another first.
+  void observe(core::ResizeManager& resize);
 
   // Appends the exposition (HELP/TYPE and series) of every per-container
   // family to `out`.
   void render(std::string& out) const;
 
-  // Called by the wrapping actuator (public for it and for tests).
+  // Called for each actuation observe() sees (public for tests).
   void record_actuation(const std::string& container_id, double seconds, bool shrink_refused);
 
  private:

@@ -91,8 +91,8 @@ class OomKillTest : public ::testing::Test {
     c.source = Source::Nri;
     ASSERT_TRUE(store_->upsert_container(c));
     ctr_metrics_ = std::make_unique<status::ContainerMetrics>(*store_, 100, true);
-    timed_ = ctr_metrics_->wrap(*later_);
-    mgr_ = std::make_unique<ResizeManager>(*store_, *timed_, NodeAllocatable{4000, 1024 * Mi}, &metrics_);
+    mgr_ = std::make_unique<ResizeManager>(*store_, *later_, NodeAllocatable{4000, 1024 * Mi}, &metrics_);
+    ctr_metrics_->observe(*mgr_);
     ReadBackOptions o;
     o.cgroup_root = tree_.cg_root();
     o.driver = cgroup::DriverKind::Cgroupfs;
@@ -141,7 +141,6 @@ class OomKillTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   Metrics metrics_;
   std::unique_ptr<status::ContainerMetrics> ctr_metrics_;
-  std::unique_ptr<Actuator> timed_;
   std::unique_ptr<ResizeManager> mgr_;
   std::unique_ptr<ReadBack> rb_;
 };
