@@ -24,6 +24,7 @@
 #include "shim/status/api.h"
 #include "shim/status/container_metrics.h"
 #include "tests/cgroup/fake_tree.h"
+#include "tests/testutil/model.h"
 
 namespace podshim {
 namespace {
@@ -108,22 +109,7 @@ class DescriptorTest : public ::testing::Test {
     ASSERT_TRUE(e) << e.error().message;
     actuator_ = std::make_unique<core::EngineActuator>(std::move(*e));
     store_ = core::Store::in_memory();
-    core::Pod p;
-    p.uid = "p1";
-    p.name = "web";
-    p.namespace_ = "default";
-    p.cgroup_path = "/kubepods/pod1";
-    p.qos = core::QosClass::Guaranteed;
-    ASSERT_TRUE(store_->upsert_pod(p));
-    core::Container c;
-    c.id = "c1";
-    c.pod_uid = "p1";
-    c.name = "app";
-    c.cgroup_path = "/kubepods/pod1/c1";
-    c.state = "running";
-    c.desired = c.allocated = K8sResources{250, 500, 256 * Mi, 256 * Mi};
-    c.source = core::Source::Nri;
-    ASSERT_TRUE(store_->upsert_container(c));
+    ASSERT_TRUE(testutil::add_web_app(*store_, K8sResources{250, 500, 256 * Mi, 256 * Mi}));
     ctr_metrics_ = std::make_unique<status::ContainerMetrics>(*store_, 100, true);
     mgr_ = std::make_unique<core::ResizeManager>(*store_, *actuator_, core::NodeAllocatable{4000, 1024 * Mi},
                                                  &metrics_);

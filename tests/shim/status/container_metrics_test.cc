@@ -10,6 +10,7 @@
 #include "cgroup/engine.h"
 #include "shim/core/resize.h"
 #include "shim/status/container_metrics.h"
+#include "tests/testutil/model.h"
 
 namespace podshim::core {
 namespace {
@@ -37,19 +38,7 @@ class ContainerMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = Store::in_memory();
-    Pod p;
-    p.uid = "p1";
-    p.name = "web";
-    p.namespace_ = "default";
-    ASSERT_TRUE(store_->upsert_pod(p));
-    Container c;
-    c.id = "c1";
-    c.pod_uid = "p1";
-    c.name = "app";
-    c.cgroup_path = "/kubepods/pod1/c1";
-    c.state = "running";
-    c.desired = c.allocated = K8sResources{250, 500, 256 * Mi, 256 * Mi};
-    ASSERT_TRUE(store_->upsert_container(c));
+    ASSERT_TRUE(testutil::add_web_app(*store_, K8sResources{250, 500, 256 * Mi, 256 * Mi}));
     metrics_ = std::make_unique<status::ContainerMetrics>(*store_, 100, false);
     mgr_ = std::make_unique<ResizeManager>(*store_, act_, NodeAllocatable{4000, 1024 * Mi});
     metrics_->observe(*mgr_);

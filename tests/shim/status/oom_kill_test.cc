@@ -15,6 +15,7 @@
 #include "shim/core/resize.h"
 #include "shim/status/container_metrics.h"
 #include "tests/cgroup/fake_tree.h"
+#include "tests/testutil/model.h"
 
 namespace podshim::core {
 namespace {
@@ -74,22 +75,7 @@ class OomKillTest : public ::testing::Test {
     actuator_ = std::make_unique<EngineActuator>(std::move(*e));
     later_ = std::make_unique<Later>(*actuator_);
     store_ = Store::in_memory();
-    Pod p;
-    p.uid = "p1";
-    p.name = "web";
-    p.namespace_ = "default";
-    p.cgroup_path = "/kubepods/pod1";
-    p.qos = QosClass::Guaranteed;
-    ASSERT_TRUE(store_->upsert_pod(p));
-    Container c;
-    c.id = "c1";
-    c.pod_uid = "p1";
-    c.name = "app";
-    c.cgroup_path = "/kubepods/pod1/c1";
-    c.state = "running";
-    c.desired = c.allocated = a;
-    c.source = Source::Nri;
-    ASSERT_TRUE(store_->upsert_container(c));
+    ASSERT_TRUE(testutil::add_web_app(*store_, a));
     ctr_metrics_ = std::make_unique<status::ContainerMetrics>(*store_, 100, true);
     mgr_ = std::make_unique<ResizeManager>(*store_, *later_, NodeAllocatable{4000, 1024 * Mi}, &metrics_);
     ctr_metrics_->observe(*mgr_);
