@@ -160,7 +160,9 @@ void NriAdapter::sync_container(std::string_view pod_uid, const pb::ContainerVie
   if (engine_ && opts_.formulas && opts_.formulas->wants_samples() && sync_.probes < kMaxFormulaProbes &&
       shares > 0 && !c.cgroups_path.empty()) {
     ++sync_.probes;
-    if (auto a = engine_->read_actual(std::string(c.cgroups_path))) learn_formula(c.id, shares, *a);
+    // The weight alone is wanted: read_limits skips memory.stat, the
+    // costliest file, which read_actual builds for display.
+    if (auto a = engine_->read_limits(std::string(c.cgroups_path))) learn_formula(c.id, shares, *a);
   }
 }
 

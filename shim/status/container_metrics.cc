@@ -83,8 +83,6 @@ double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Times each actuation and attributes it to the containers it touched.
-
 }  // namespace
 
 ContainerMetrics::ContainerMetrics(core::Store& store, size_t max_containers, bool nri_enabled)
