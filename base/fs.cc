@@ -1,6 +1,7 @@
 #include "base/fs.h"
 
 #include "base/str.h"
+#include "base/syscall_deadline.h"
 
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -191,7 +192,8 @@ Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view
   ssize_t n;
   do {
     n = ::write(fd->get(), data.data(), data.size());
-  } while (n < 0 && errno == EINTR);
+  } while (n < 0 && errno == EINTR && !syscall_deadline_fired());
+  if (n < 0 && errno == EINTR) return fail(EINTR, "writing '{}' to '{}' did not finish by its deadline", data, relpath);
   if (n < 0) return fail_errno("writing '{}' to '{}'", data, relpath);
   if (static_cast<size_t>(n) != data.size())
     return fail(EIO, "short write of '{}' to '{}' ({} of {} bytes)", data, relpath, n, data.size());

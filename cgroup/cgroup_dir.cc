@@ -9,6 +9,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include "base/syscall_deadline.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -151,7 +152,9 @@ Result<void> CgroupDir::write(std::string_view attr, std::string_view value) con
     // The attribute's write handler takes the whole buffer whatever the
     // offset (kernfs); offset 0 keeps a plain file's content exact.
     ssize_t n;
-    do n = ::pwrite(k.fd.get(), value.data(), value.size(), 0); while (n < 0 && errno == EINTR);
+    do n = ::pwrite(k.fd.get(), value.data(), value.size(), 0); while (n < 0 && errno == EINTR && !syscall_deadline_fired());
+    if (n < 0 && errno == EINTR)
+      return fail(EINTR, "cgroup '{}': writing '{}' to '{}' did not finish by its deadline", relpath_, value, attr);
     if (n < 0) return fail_errno("cgroup '{}': writing '{}' to '{}'", relpath_, value, attr);
     if (static_cast<size_t>(n) != value.size())
       return fail(EIO, "cgroup '{}': short write of '{}' to '{}' ({} of {} bytes)", relpath_, value, attr, n,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/str.h"
+#include "base/syscall_deadline.h"
 #include "cgroup/convert.h"
 
 namespace podshim::cgroup {
@@ -100,6 +101,7 @@ Result<void> restore_high(const Shrink& s);
 void give_up(const ShrinkPtr& s, Unexpected e);
 Unexpected refuse(const Shrink& s, ShrinkWhy why);
 ms remaining(const Shrink& s, Clock::time_point deadline);
+Result<void> write_by(const Shrink& s, const char* file, uint64_t value, Clock::time_point deadline);
 // The shrink's clock: EngineOptions::clock when a test drives time.
 Clock::time_point now(const Shrink& s) { return s.ctx.opts->clock ? s.ctx.opts->clock() : Clock::now(); }
 
@@ -257,13 +259,24 @@ void reclaim_tick(const ShrinkPtr& s) {
     // means "could not reclaim all of it" and the next tick re-checks.
     uint64_t want = std::min<uint64_t>(s->usage + s->headroom - s->target, kReclaimChunk);
     s->reclaim_tried = true;
-    if (s->ctx.write("memory.reclaim", std::to_string(want))) next = ms(0);
+    if (write_by(*s, "memory.reclaim", want, s->reclaim_deadline)) next = ms(0);
   }
   s->ctx.sched(std::min(next, remaining(*s, s->reclaim_deadline)), [s] { reclaim_tick(s); });
 }
 ms remaining(const Shrink& s, Clock::time_point deadline) {
   auto r = std::chrono::duration_cast<ms>(deadline - now(s));
   return r.count() > 0 ? r : ms(0);
+}
+
+// A write that makes the kernel reclaim in our thread (memory.high below
+// usage, memory.reclaim), cut at `deadline`: the kernel reclaims until done
+// or a signal is pending, and with dirty page cache that took seconds (see
+// base/syscall_deadline.h). Cut short, memory.high holds the clamp all the
+// same and memory.reclaim fails with EINTR; either way memory.current,
+// read next, decides.
+Result<void> write_by(const Shrink& s, const char* file, uint64_t value, Clock::time_point deadline) {
+  SyscallDeadline d(remaining(s, deadline));
+  return s.ctx.write(file, std::to_string(value));
 }
 
 void start_watch(const ShrinkPtr& s) {
@@ -328,7 +341,7 @@ void decide(const ShrinkPtr& s) {
   if (s->usage > s->target && s->has_reclaim) {
     // EAGAIN (not all of it reclaimed) is the usual failure; usage, read
     // again, decides.
-    (void)s->ctx.write("memory.reclaim", std::to_string(s->usage + s->headroom - s->target));
+    (void)write_by(*s, "memory.reclaim", s->usage + s->headroom - s->target, s->t0 + s->ctx.opts->shrink_timeout - s->watch);
     if (auto c2 = t.dir->read_u64("memory.current")) s->usage = *c2;
   }
   if (s->usage > s->target) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
@@ -460,7 +473,7 @@ void clamp_and_reclaim(const ShrinkPtr& s) {
     // Skip the write when a held clamp already sits at the target.
     bool at_target = cur_high_v && *cur_high_v && **cur_high_v == s->target;
     if (!at_target) {
-      auto w = s->ctx.write("memory.high", std::to_string(s->target));
+      auto w = write_by(*s, "memory.high", s->target, s->reclaim_deadline);
       if (!w) {
         if (!s->earlier_clamp) s->ctx.journal.drop(s->cg.relpath);  // a held clamp keeps its entry
         return s->cb(std::move(w));

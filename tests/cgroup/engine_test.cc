@@ -2,6 +2,7 @@
 #include "cgroup/clamp_journal.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/unique_fd.h"
 #include "cgroup/shrink.h"
 #include "tests/cgroup/fake_tree.h"
 
@@ -361,6 +363,41 @@ TEST_F(EngineTest, AShrinkStalledPastItsDeadlineStillTriesReclaimOnce) {
   EXPECT_EQ(reclaims, 1);
   EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(32 * kMi));
   EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max");
+}
+
+// The kernel reclaims in the writer's thread for memory.high below usage
+// and for memory.reclaim, until done or a signal is pending: with dirty page
+// cache that took seconds (mm/memcontrol.c, memory_high_write). Here each
+// such write blocks in the seam for up to 3 s unless a signal ends it: the
+// shrink must still answer within its budget, refused on timeout.
+TEST_F(EngineTest, AReclaimingWriteThatBlocksIsCutAtTheDeadline) {
+  tree.add("kubepods/c1", std::to_string(256 * kMi), "max 100000", "100", 100 * kMi, 10 * kMi, 90 * kMi);
+  auto o = options();
+  o.shrink_timeout = std::chrono::milliseconds(400);
+  o.settle = std::chrono::milliseconds(40);
+  auto e = engine(o);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd never_written(p[0]), w(p[1]);
+  std::vector<std::string> cut;
+  hook = [&](const std::string&, const std::string& file, const std::string& value) {
+    if (file != "memory.reclaim" && !(file == "memory.high" && value == std::to_string(32 * kMi))) return;
+    pollfd pfd{never_written.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 3000) < 0 && errno == EINTR) cut.push_back(file);
+  };
+  PodResizeRequest req;
+  req.containers.push_back(target("c1", "kubepods/c1", {std::nullopt, std::nullopt, std::nullopt, 32 * kMi}));
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = e->resize(req);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  ASSERT_EQ(r.error().kind, ErrorKind::ShrinkRefused) << r.error().message;
+  EXPECT_EQ(r.error().payload_as<ShrinkRefusal>()->why, ShrinkWhy::Timeout) << r.error().message;
+  EXPECT_LT(took, std::chrono::milliseconds(1500)) << "a blocking write ran past the shrink's budget";
+  ASSERT_FALSE(cut.empty());
+  EXPECT_EQ(cut.front(), "memory.high");
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.max"), std::to_string(256 * kMi));
+  EXPECT_EQ(tree.get("kubepods/c1", "memory.high"), "max") << "the clamp is restored";
 }
 
 TEST_F(EngineTest, ShrinkTimesOutAndRestoresHigh) {

@@ -651,6 +651,13 @@ def podshimd_cell(a, rt, base, summary):
     drift = [ln for ln in d.log().splitlines() if "Drift: " in ln]
     check(not drift, f"podshimd logged no drift in the whole cell: {drift[:3]}")
     summary["drift logged"] = str(len(drift))
+    if problems:
+        # What podshimd did with each resize (outcome, reclaimed, ms), for
+        # the failure's reader: the runtime's side is in its own log.
+        lines = [ln for ln in d.log().splitlines() if "resize " in ln]
+        log(f"podshimd's resize lines ({len(lines)}, the last 40):")
+        for ln in lines[-40:]:
+            print(f"    {ln}", flush=True)
     for c in running:
         rt.cri("rm", c, check_rc=False)
     rt.cri("rmp", pod, check_rc=False)
