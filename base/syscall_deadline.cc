@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "base/log.h"
 
 namespace podshim {
 namespace {
@@ -30,7 +33,15 @@ struct ThreadTimer {
     ev.sigev_signo = deadline_signal();
     ev._sigev_un._tid = static_cast<pid_t>(::syscall(SYS_gettid));
     ok = ::timer_create(CLOCK_MONOTONIC, &ev, &id) == 0;
-    if (!ok) return;
+    if (!ok) {
+      static std::once_flag warned;
+      int err = errno;
+      std::call_once(warned, [err] {
+        log::warn("timer_create: {}: memory shrinks cannot cut a slow reclaiming cgroup write at their deadline",
+                  std::strerror(err));
+      });
+      return;
+    }
     // The loop's thread may block signals it takes through signalfd; this
     // one must reach the handler.
     sigset_t set;
