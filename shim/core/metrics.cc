@@ -234,8 +234,8 @@ Metrics::Metrics() {
           &oom_kills,      &nri_connected,   &nri_events,     &cdi_injections,  &cdi_spec_errors,
           &cdi_hook_injected,
           &containers,     &pods,            &http_requests,  &http_denied,     &watch_dropped,
-          &weight_formula, &weight_samples,  &drift_repairs,  &readback_pass,   &shrink_pressure,
-          &shrink_refusals};
+          &weight_formula, &weight_samples,  &drift_repairs,  &readback_pass,   &readback_passes,
+          &shrink_pressure, &shrink_refusals};
 }
 
 std::string Metrics::render() const {

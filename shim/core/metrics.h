@@ -138,6 +138,10 @@ class Metrics {
   Family readback_pass{"podshim_readback_pass_seconds",
       "Wall time of the last full read-back pass over every container (all slices).",
       Family::Kind::Gauge};
+  Family readback_passes{"podshim_readback_passes_total",
+      "Full read-back passes completed over every container; a rate of 0 while containers exist means the "
+      "read-back has stopped.",
+      Family::Kind::Counter};
   Family shrink_pressure{"podshim_memory_shrink_pressure_ratio",
       "Highest memory PSI avg10 (kind: some, full) seen while a memory limit decrease held "
       "memory.high at its target, as a ratio (0..1, the kernel's percent / 100), one "

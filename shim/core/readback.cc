@@ -668,7 +668,10 @@ struct ReadBack::Impl {
       pass_open = false;
       ++stats.passes;
       stats.last_pass = std::chrono::duration_cast<std::chrono::microseconds>(end - pass_start);
-      if (metrics) metrics->readback_pass.set({}, std::chrono::duration<double>(end - pass_start).count());
+      if (metrics) {
+        metrics->readback_pass.set({}, std::chrono::duration<double>(end - pass_start).count());
+        metrics->readback_passes.inc();
+      }
     }
     return n;
   }

@@ -309,7 +309,24 @@ class Podshimd:
         runtime and synchronized (what its log says from this start on)."""
         mark = len(self.log())
         self.start()
-        wait_for(lambda: "NRI: registered and synchronized" in self.log()[mark:], 60, why)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            if "NRI: registered and synchronized" in self.log()[mark:]:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        # Where it is: exited (with what), or each thread's kernel stack.
+        pid, rc = self.proc.pid, self.proc.poll()
+        log(f"podshimd (pid {pid}) {'exited with ' + str(rc) if rc is not None else 'still running'}; "
+            f"its log since this start: {self.log()[mark:]!r}")
+        for task in sorted(os.listdir(f"/proc/{pid}/task")) if rc is None else []:
+            for f in ("comm", "wchan", "syscall", "stack"):
+                try:
+                    log(f"  task {task} {f}: {read(f'/proc/{pid}/task/{task}/{f}')!r}")
+                except OSError as e:
+                    log(f"  task {task} {f}: {e}")
+        die(f"timed out after 60 s waiting for {why}")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

@@ -153,6 +153,18 @@ class ReadBackKernel : public ::testing::Test {
     auto r = request("GET", "/metrics");
     return r && r->status == 200 ? r->body : "";
   }
+  // Full read-back passes so far (podshim_readback_passes_total); -1 when
+  // the metric cannot be read.
+  long passes() {
+    const std::string m = metrics(), key = "\npodshim_readback_passes_total ";
+    auto at = m.find(key);
+    return at == std::string::npos ? -1 : std::strtol(m.c_str() + at + key.size(), nullptr, 10);
+  }
+  // Waits until `n` more passes have completed (each within two periods).
+  bool passes_go_by(long n) {
+    const long p0 = passes();
+    return p0 >= 0 && wait_for([&] { return passes() >= p0 + n; }, std::chrono::milliseconds(2 * n * kPeriodMs));
+  }
 
   static inline int counter_ = 0;
   std::string podshimd_, podshimctl_, uid_, dir_, sock_, pod_, ctr_;
@@ -171,7 +183,7 @@ TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
   EXPECT_EQ(c["actual"]["cpuRequestMilli"], 250) << c.dump();
   EXPECT_TRUE(c["drift"].empty()) << c.dump();
   // Let one periodic pass go by so podshimd reads through its kept fds.
-  std::this_thread::sleep_for(std::chrono::milliseconds(kPeriodMs + 500));
+  ASSERT_TRUE(passes_go_by(1)) << "no read-back pass within two periods: " << metrics();
   ASSERT_TRUE(container()["drift"].empty()) << container().dump();
 
   ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(512 * kMi)));
@@ -200,8 +212,8 @@ TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
     std::string out = run(podshimctl_ + " --socket " + sock_ + " get containers c1 2>&1");
     EXPECT_NE(out.find("PodshimDrift"), std::string::npos) << out;
   }
-  // Two more periods: still one line, and nothing written back.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kPeriodMs));
+  // Two more passes: still one line, and nothing written back.
+  ASSERT_TRUE(passes_go_by(2)) << "no two read-back passes within four periods: " << metrics();
   EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift: memory.max"), 1) << slurp(dir_ + "/podshimd.log");
   EXPECT_EQ(slurp(ctr_ + "/memory.max"), std::to_string(512 * kMi)) << "repair_drift is off";
 
