@@ -189,14 +189,18 @@ Result<std::string> read_attr_fd(int fd, std::string_view name, size_t max) {
 Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view data) {
   auto fd = open_beneath(dirfd, relpath, O_WRONLY | O_TRUNC);
   if (!fd) return Unexpected(fd.error());
+  return write_attr_fd(fd->get(), relpath, data, /*at_start=*/false);
+}
+
+Result<void> write_attr_fd(int fd, std::string_view name, std::string_view data, bool at_start) {
   ssize_t n;
   do {
-    n = ::write(fd->get(), data.data(), data.size());
+    n = at_start ? ::pwrite(fd, data.data(), data.size(), 0) : ::write(fd, data.data(), data.size());
   } while (n < 0 && errno == EINTR && !syscall_deadline_fired());
-  if (n < 0 && errno == EINTR) return fail(EINTR, "writing '{}' to '{}' did not finish by its deadline", data, relpath);
-  if (n < 0) return fail_errno("writing '{}' to '{}'", data, relpath);
+  if (n < 0 && errno == EINTR) return fail(EINTR, "writing '{}' to '{}' did not finish by its deadline", data, name);
+  if (n < 0) return fail_errno("writing '{}' to '{}'", data, name);
   if (static_cast<size_t>(n) != data.size())
-    return fail(EIO, "short write of '{}' to '{}' ({} of {} bytes)", data, relpath, n, data.size());
+    return fail(EIO, "short write of '{}' to '{}' ({} of {} bytes)", data, name, n, data.size());
   return {};
 }
 

@@ -73,6 +73,12 @@ Result<std::string> read_fd(int fd, size_t max = kDefaultMaxRead);
 // as "max326592".
 Result<void> write_attr_at(int dirfd, std::string_view relpath, std::string_view data);
 
+// One write of `data` to an open attribute file `name` (for messages): at
+// offset 0 with `at_start` (pwrite; a kept fd rewritten in place), else at
+// the file position. EINTR is retried unless a SyscallDeadline armed on this
+// thread has fired (base/syscall_deadline.h); a short write is an error.
+Result<void> write_attr_fd(int fd, std::string_view name, std::string_view data, bool at_start);
+
 // Replaces a file atomically and durably: writes a temporary file beside it,
 // fsyncs it, renames it over `relpath` and fsyncs the directory. A reader (or
 // podshim after a crash) sees the old content or the new, never a torn file.

@@ -9,7 +9,6 @@
 
 #include "base/fs.h"
 #include "base/str.h"
-#include "base/syscall_deadline.h"
 
 namespace podshim::cgroup {
 namespace {
@@ -151,14 +150,8 @@ Result<void> CgroupDir::write(std::string_view attr, std::string_view value) con
     if (k.attr != attr || !k.writable) continue;
     // The attribute's write handler takes the whole buffer whatever the
     // offset (kernfs); offset 0 keeps a plain file's content exact.
-    ssize_t n;
-    do n = ::pwrite(k.fd.get(), value.data(), value.size(), 0); while (n < 0 && errno == EINTR && !syscall_deadline_fired());
-    if (n < 0 && errno == EINTR)
-      return fail(EINTR, "cgroup '{}': writing '{}' to '{}' did not finish by its deadline", relpath_, value, attr);
-    if (n < 0) return fail_errno("cgroup '{}': writing '{}' to '{}'", relpath_, value, attr);
-    if (static_cast<size_t>(n) != value.size())
-      return fail(EIO, "cgroup '{}': short write of '{}' to '{}' ({} of {} bytes)", relpath_, value, attr, n,
-                  value.size());
+    if (auto w = fs::write_attr_fd(k.fd.get(), attr, value, /*at_start=*/true); !w)
+      return wrap(w, fmt::format("cgroup '{}'", relpath_));
     // A plain file (not cgroup2) keeps a longer old value's tail unless cut;
     // a write at least as long as what the fd last saw replaced all of it.
     if (!cgroupfs_ && value.size() < k.len && ::ftruncate(k.fd.get(), static_cast<off_t>(value.size())) != 0)

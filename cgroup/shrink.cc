@@ -341,7 +341,8 @@ void decide(const ShrinkPtr& s) {
   if (s->usage > s->target && s->has_reclaim) {
     // EAGAIN (not all of it reclaimed) is the usual failure; usage, read
     // again, decides.
-    (void)write_by(*s, "memory.reclaim", s->usage + s->headroom - s->target, s->t0 + s->ctx.opts->shrink_timeout - s->watch);
+    const auto settle_starts = s->t0 + s->ctx.opts->shrink_timeout - s->watch;
+    (void)write_by(*s, "memory.reclaim", s->usage + s->headroom - s->target, settle_starts);
     if (auto c2 = t.dir->read_u64("memory.current")) s->usage = *c2;
   }
   if (s->usage > s->target) return give_up(s, refuse(*s, ShrinkWhy::Timeout));
