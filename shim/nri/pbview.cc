@@ -187,6 +187,14 @@ Result<void> wrap_in(Result<void> r, const Cursor& c, const char* name) {
   return Unexpected(r.error().wrap(fmt::format("{}.{}", c.message(), name)));
 }
 
+// A nested message field: sub() checks it, `decode` reads its bytes, and an
+// error is named after the field it came from.
+template <class Decode>
+Result<void> nested(const Cursor& c, const char* name, bool* seen, Decode&& decode) {
+  PB_LET(auto b, sub(c, name, seen));
+  return wrap_in(decode(b), c, name);
+}
+
 // Every field of a message known to have no fields we read: just checked.
 Result<void> check(std::string_view buf, const char* msg, int depth) {
   Cursor c(buf, msg, depth);
@@ -256,8 +264,8 @@ Result<void> decode_memory(std::string_view buf, int depth, LinuxResourcesView* 
     PB_LET(bool more, c.next());
     if (!more) return {};
     if (c.field() == 1) {
-      PB_LET(auto b, sub(c, "limit", &seen_limit));
-      PODSHIM_TRY(wrap_in(decode_opt(b, "OptionalInt64", depth + 1, &out->memory_limit), c, "limit"));
+      PODSHIM_TRY(nested(c, "limit", &seen_limit,
+                         [&](std::string_view b) { return decode_opt(b, "OptionalInt64", depth + 1, &out->memory_limit); }));
     } else if (c.field() >= 2 && c.field() <= 8 && c.wire_type() == WireType::Len) {
       PODSHIM_TRY(wrap_in(check(c.bytes(), "Optional", depth + 1), c, "optional"));
     }
@@ -271,21 +279,15 @@ Result<void> decode_cpu(std::string_view buf, int depth, LinuxResourcesView* out
     PB_LET(bool more, c.next());
     if (!more) return {};
     switch (c.field()) {
-      case 1: {
-        PB_LET(auto b, sub(c, "shares", &seen[1]));
-        PODSHIM_TRY(wrap_in(decode_opt(b, "OptionalUInt64", depth + 1, &out->cpu_shares), c, "shares"));
+      case 1:
+        PODSHIM_TRY(nested(c, "shares", &seen[1], [&](std::string_view b) { return decode_opt(b, "OptionalUInt64", depth + 1, &out->cpu_shares); }));
         break;
-      }
-      case 2: {
-        PB_LET(auto b, sub(c, "quota", &seen[2]));
-        PODSHIM_TRY(wrap_in(decode_opt(b, "OptionalInt64", depth + 1, &out->cpu_quota), c, "quota"));
+      case 2:
+        PODSHIM_TRY(nested(c, "quota", &seen[2], [&](std::string_view b) { return decode_opt(b, "OptionalInt64", depth + 1, &out->cpu_quota); }));
         break;
-      }
-      case 3: {
-        PB_LET(auto b, sub(c, "period", &seen[3]));
-        PODSHIM_TRY(wrap_in(decode_opt(b, "OptionalUInt64", depth + 1, &out->cpu_period), c, "period"));
+      case 3:
+        PODSHIM_TRY(nested(c, "period", &seen[3], [&](std::string_view b) { return decode_opt(b, "OptionalUInt64", depth + 1, &out->cpu_period); }));
         break;
-      }
       case 6: PB_SET(out->cpu_cpus, str(c, "cpus")); break;
       case 7: PB_SET(out->cpu_mems, str(c, "mems")); break;
       default: break;
@@ -365,16 +367,12 @@ Result<void> decode_linux_resources(std::string_view buf, LinuxResourcesView* ou
     PB_LET(bool more, c.next());
     if (!more) return {};
     switch (c.field()) {
-      case 1: {
-        PB_LET(auto b, sub(c, "memory", &out->has_memory));
-        PODSHIM_TRY(wrap_in(decode_memory(b, depth + 1, out), c, "memory"));
+      case 1:
+        PODSHIM_TRY(nested(c, "memory", &out->has_memory, [&](std::string_view b) { return decode_memory(b, depth + 1, out); }));
         break;
-      }
-      case 2: {
-        PB_LET(auto b, sub(c, "cpu", &out->has_cpu));
-        PODSHIM_TRY(wrap_in(decode_cpu(b, depth + 1, out), c, "cpu"));
+      case 2:
+        PODSHIM_TRY(nested(c, "cpu", &out->has_cpu, [&](std::string_view b) { return decode_cpu(b, depth + 1, out); }));
         break;
-      }
       case 6: PODSHIM_TRY(check_string_entry(c, "unified")); break;
       default: break;
     }
@@ -453,11 +451,9 @@ Result<void> decode_linux_container(std::string_view buf, int depth, ContainerVi
     if (!more) return {};
     switch (c.field()) {
       case 2: PODSHIM_TRY(check_string_holder(c, "devices", "LinuxDevice", 1, "path")); break;
-      case 3: {
-        PB_LET(auto b, sub(c, "resources", &out->has_resources));
-        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &out->resources, depth + 1), c, "resources"));
+      case 3:
+        PODSHIM_TRY(nested(c, "resources", &out->has_resources, [&](std::string_view b) { return decode_linux_resources(b, &out->resources, depth + 1); }));
         break;
-      }
       case 5: PB_SET(out->cgroups_path, str(c, "cgroups_path")); break;
       default: break;
     }
@@ -502,17 +498,13 @@ Result<void> decode_container(std::string_view buf, ContainerView* out, int dept
       case 7: PODSHIM_TRY(str(c, "args")); break;
       case 8: PODSHIM_TRY(str(c, "env")); break;
       case 9: PODSHIM_TRY(check_string_holder(c, "mounts", "Mount", 1, "destination")); break;
-      case 11: {
-        PB_LET(auto b, sub(c, "linux", &out->has_linux));
-        PODSHIM_TRY(wrap_in(decode_linux_container(b, depth + 1, out), c, "linux"));
+      case 11:
+        PODSHIM_TRY(nested(c, "linux", &out->has_linux, [&](std::string_view b) { return decode_linux_container(b, depth + 1, out); }));
         break;
-      }
       case 20: PODSHIM_TRY(check_string_holder(c, "CDI_devices", "CDIDevice", 1, "name")); break;
-      case 21: {
-        PB_LET(auto b, sub(c, "user", &out->has_user));
-        PODSHIM_TRY(wrap_in(decode_user(b, depth + 1, out), c, "user"));
+      case 21:
+        PODSHIM_TRY(nested(c, "user", &out->has_user, [&](std::string_view b) { return decode_user(b, depth + 1, out); }));
         break;
-      }
       default: break;
     }
   }
@@ -558,21 +550,15 @@ Result<void> decode_request_with(std::string_view buf, PodContainerRequestView* 
     PB_LET(bool more, c.next());
     if (!more) return {};
     switch (c.field()) {
-      case 1: {
-        PB_LET(auto b, sub(c, "pod", &seen_pod));
-        PODSHIM_TRY(wrap_in(pod(b, &out->pod, 1), c, "pod"));
+      case 1:
+        PODSHIM_TRY(nested(c, "pod", &seen_pod, [&](std::string_view b) { return pod(b, &out->pod, 1); }));
         break;
-      }
-      case 2: {
-        PB_LET(auto b, sub(c, "container", &seen_ctr));
-        PODSHIM_TRY(wrap_in(container(b, &out->container, 1), c, "container"));
+      case 2:
+        PODSHIM_TRY(nested(c, "container", &seen_ctr, [&](std::string_view b) { return container(b, &out->container, 1); }));
         break;
-      }
-      case 3: {
-        PB_LET(auto b, sub(c, "linux_resources", &out->has_linux_resources));
-        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &out->linux_resources, 1), c, "linux_resources"));
+      case 3:
+        PODSHIM_TRY(nested(c, "linux_resources", &out->has_linux_resources, [&](std::string_view b) { return decode_linux_resources(b, &out->linux_resources, 1); }));
         break;
-      }
       default: break;
     }
   }
@@ -598,22 +584,18 @@ Result<void> decode_pod_sandbox_update(std::string_view buf, PodContainerRequest
     PB_LET(bool more, c.next());
     if (!more) return {};
     switch (c.field()) {
-      case 1: {
-        PB_LET(auto b, sub(c, "pod", &seen_pod));
-        PODSHIM_TRY(wrap_in(decode_pod(b, &out->pod, 1), c, "pod"));
+      case 1:
+        PODSHIM_TRY(nested(c, "pod", &seen_pod, [&](std::string_view b) { return decode_pod(b, &out->pod, 1); }));
         break;
-      }
-      case 2: {
-        PB_LET(auto b, sub(c, "overhead_linux_resources", &seen_overhead));
-        LinuxResourcesView ignored;
-        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &ignored, 1), c, "overhead_linux_resources"));
+      case 2:
+        PODSHIM_TRY(nested(c, "overhead_linux_resources", &seen_overhead, [&](std::string_view b) {
+          LinuxResourcesView ignored;
+          return decode_linux_resources(b, &ignored, 1);
+        }));
         break;
-      }
-      case 3: {
-        PB_LET(auto b, sub(c, "linux_resources", &out->has_linux_resources));
-        PODSHIM_TRY(wrap_in(decode_linux_resources(b, &out->linux_resources, 1), c, "linux_resources"));
+      case 3:
+        PODSHIM_TRY(nested(c, "linux_resources", &out->has_linux_resources, [&](std::string_view b) { return decode_linux_resources(b, &out->linux_resources, 1); }));
         break;
-      }
       default: break;
     }
   }
@@ -632,16 +614,12 @@ Result<void> decode_state_change(std::string_view buf, StateChangeView* out) {
         out->event = static_cast<int32_t>(v);
         break;
       }
-      case 2: {
-        PB_LET(auto b, sub(c, "pod", &seen_pod));
-        PODSHIM_TRY(wrap_in(decode_pod(b, &out->pod, 1), c, "pod"));
+      case 2:
+        PODSHIM_TRY(nested(c, "pod", &seen_pod, [&](std::string_view b) { return decode_pod(b, &out->pod, 1); }));
         break;
-      }
-      case 3: {
-        PB_LET(auto b, sub(c, "container", &seen_ctr));
-        PODSHIM_TRY(wrap_in(decode_container(b, &out->container, 1), c, "container"));
+      case 3:
+        PODSHIM_TRY(nested(c, "container", &seen_ctr, [&](std::string_view b) { return decode_container(b, &out->container, 1); }));
         break;
-      }
       default: break;
     }
   }
