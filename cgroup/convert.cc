@@ -6,45 +6,38 @@
 
 #include <fmt/format.h>
 
+#include "base/names.h"
 #include "base/str.h"
 
 namespace podshim::cgroup {
 
-std::string_view formula_name(WeightFormula f) {
-  return f == WeightFormula::Linear ? "linear" : "quadratic";
-}
+namespace {
+constexpr Names<WeightFormula, 2> kFormulaNames{{{{WeightFormula::Quadratic, "quadratic"},
+                                                  {WeightFormula::Linear, "linear"}}}};
+constexpr Names<WeightFormulaSetting, 3> kSettingNames{{{{WeightFormulaSetting::Auto, "auto"},
+                                                         {WeightFormulaSetting::Linear, "linear"},
+                                                         {WeightFormulaSetting::Quadratic, "quadratic"}}}};
+constexpr Names<WeightVote, 4> kVoteNames{{{{WeightVote::Neither, "neither"},
+                                            {WeightVote::Linear, "linear"},
+                                            {WeightVote::Quadratic, "quadratic"},
+                                            {WeightVote::Both, "both"}}}};
+constexpr Names<WeightFormulaTracker::Source, 3> kTrackerSourceNames{
+    {{{WeightFormulaTracker::Source::Fallback, "fallback"},
+      {WeightFormulaTracker::Source::Configured, "configured"},
+      {WeightFormulaTracker::Source::Learned, "learned"}}}};
+}  // namespace
 
-Result<WeightFormula> parse_formula(std::string_view s) {
-  if (s == "linear") return WeightFormula::Linear;
-  if (s == "quadratic") return WeightFormula::Quadratic;
-  return fail(EINVAL, "unknown cpu weight formula '{}' (expected linear or quadratic)", s);
-}
+std::string_view formula_name(WeightFormula f) { return kFormulaNames.name(f); }
 
-std::string_view setting_name(WeightFormulaSetting s) {
-  switch (s) {
-    case WeightFormulaSetting::Auto: return "auto";
-    case WeightFormulaSetting::Linear: return "linear";
-    case WeightFormulaSetting::Quadratic: return "quadratic";
-  }
-  return "auto";
-}
+Result<WeightFormula> parse_formula(std::string_view s) { return kFormulaNames.parse(s, "cpu weight formula"); }
+
+std::string_view setting_name(WeightFormulaSetting s) { return kSettingNames.name(s); }
 
 Result<WeightFormulaSetting> parse_formula_setting(std::string_view s) {
-  if (s == "auto") return WeightFormulaSetting::Auto;
-  if (s == "linear") return WeightFormulaSetting::Linear;
-  if (s == "quadratic") return WeightFormulaSetting::Quadratic;
-  return fail(EINVAL, "unknown cpu weight formula '{}' (expected auto, linear or quadratic)", s);
+  return kSettingNames.parse(s, "cpu weight formula");
 }
 
-std::string_view vote_name(WeightVote v) {
-  switch (v) {
-    case WeightVote::Linear: return "linear";
-    case WeightVote::Quadratic: return "quadratic";
-    case WeightVote::Both: return "both";
-    case WeightVote::Neither: return "neither";
-  }
-  return "neither";
-}
+std::string_view vote_name(WeightVote v) { return kVoteNames.name(v); }
 
 WeightVote classify_weight(uint64_t shares, uint64_t weight) {
   const bool lin = shares_to_weight(shares, WeightFormula::Linear) == weight;
@@ -149,14 +142,7 @@ std::vector<WeightFormulaTracker::RuntimeStatus> WeightFormulaTracker::status() 
   return out;
 }
 
-std::string_view source_name(WeightFormulaTracker::Source s) {
-  switch (s) {
-    case WeightFormulaTracker::Source::Configured: return "configured";
-    case WeightFormulaTracker::Source::Learned: return "learned";
-    case WeightFormulaTracker::Source::Fallback: return "fallback";
-  }
-  return "fallback";
-}
+std::string_view source_name(WeightFormulaTracker::Source s) { return kTrackerSourceNames.name(s); }
 
 uint64_t milli_cpu_to_shares(int64_t milli_cpu) {
   if (milli_cpu <= 0) return kMinShares;

@@ -8,6 +8,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/names.h"
 #include "base/str.h"
 #include "shim/core/admission.h"
 #include "shim/core/metrics.h"
@@ -63,19 +64,22 @@ Result<void> validate(const K8sResources& r) {
 
 }  // namespace
 
-std::string_view to_string(ResizeOutcome o) {
-  switch (o) {
-    case ResizeOutcome::Applied: return "applied";
-    case ResizeOutcome::Unchanged: return "unchanged";
-    case ResizeOutcome::Deferred: return "deferred";
-    case ResizeOutcome::Infeasible: return "infeasible";
-    case ResizeOutcome::RestartRequired: return "restart_required";
-    case ResizeOutcome::Error: return "error";
-    case ResizeOutcome::AppliedWithOomKill: return "applied_with_oom_kill";
-    case ResizeOutcome::InProgress: return "in_progress";
-  }
-  return "error";
-}
+namespace {
+constexpr Names<ResizeOutcome, 8> kOutcomeNames{{{{ResizeOutcome::Error, "error"},
+                                                  {ResizeOutcome::Applied, "applied"},
+                                                  {ResizeOutcome::Unchanged, "unchanged"},
+                                                  {ResizeOutcome::Deferred, "deferred"},
+                                                  {ResizeOutcome::Infeasible, "infeasible"},
+                                                  {ResizeOutcome::RestartRequired, "restart_required"},
+                                                  {ResizeOutcome::AppliedWithOomKill, "applied_with_oom_kill"},
+                                                  {ResizeOutcome::InProgress, "in_progress"}}}};
+constexpr Names<IntentSource, 3> kIntentSourceNames{
+    {{{IntentSource::Api, "api"},
+      {IntentSource::NriUpdateContainer, "nri-update-container"},
+      {IntentSource::NriUpdatePodSandbox, "nri-update-pod-sandbox"}}}};
+}  // namespace
+
+std::string_view to_string(ResizeOutcome o) { return kOutcomeNames.name(o); }
 
 Result<NodeAllocatable> machine_allocatable(const std::string& proc_root) {
   NodeAllocatable a;
@@ -100,14 +104,7 @@ Result<cgroup::Actual> Actuator::read_actual(const std::string& cgroup_path) {
   return fail(ENOTSUP, "this actuator cannot read back {}", cgroup_path);
 }
 
-std::string_view to_string(IntentSource s) {
-  switch (s) {
-    case IntentSource::Api: return "api";
-    case IntentSource::NriUpdateContainer: return "nri-update-container";
-    case IntentSource::NriUpdatePodSandbox: return "nri-update-pod-sandbox";
-  }
-  return "api";
-}
+std::string_view to_string(IntentSource s) { return kIntentSourceNames.name(s); }
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/names.h"
 #include "base/str.h"
 #include "shim/core/json.h"
 #include "shim/core/json_writer.h"
@@ -41,57 +42,32 @@ int64_t now_unix_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::string_view to_string(QosClass q) {
-  switch (q) {
-    case QosClass::BestEffort: return "BestEffort";
-    case QosClass::Burstable: return "Burstable";
-    case QosClass::Guaranteed: return "Guaranteed";
-  }
-  return "BestEffort";
-}
+constexpr Names<QosClass, 3> kQosNames{{{{QosClass::BestEffort, "BestEffort"},
+                                         {QosClass::Burstable, "Burstable"},
+                                         {QosClass::Guaranteed, "Guaranteed"}}}};
+constexpr Names<ResizePolicy, 2> kResizePolicyNames{{{{ResizePolicy::NotRequired, "NotRequired"},
+                                                      {ResizePolicy::RestartContainer, "RestartContainer"}}}};
+constexpr Names<Source, 3> kSourceNames{{{{Source::Api, "api"}, {Source::Nri, "nri"}, {Source::Hook, "hook"}}}};
+constexpr Names<EventType, 4> kEventTypeNames{{{{EventType::PodUpserted, "PodUpserted"},
+                                                {EventType::PodRemoved, "PodRemoved"},
+                                                {EventType::ContainerUpserted, "ContainerUpserted"},
+                                                {EventType::ContainerRemoved, "ContainerRemoved"}}}};
 
-Result<QosClass> parse_qos(std::string_view s) {
-  if (s == "BestEffort") return QosClass::BestEffort;
-  if (s == "Burstable") return QosClass::Burstable;
-  if (s == "Guaranteed") return QosClass::Guaranteed;
-  return fail(EINVAL, "invalid QoS class '{}' (want BestEffort, Burstable or Guaranteed)", s);
-}
+std::string_view to_string(QosClass q) { return kQosNames.name(q); }
 
-std::string_view to_string(ResizePolicy p) {
-  return p == ResizePolicy::RestartContainer ? "RestartContainer" : "NotRequired";
-}
+Result<QosClass> parse_qos(std::string_view s) { return kQosNames.parse(s, "QoS class"); }
+
+std::string_view to_string(ResizePolicy p) { return kResizePolicyNames.name(p); }
 
 Result<ResizePolicy> parse_resize_policy(std::string_view s) {
-  if (s == "NotRequired") return ResizePolicy::NotRequired;
-  if (s == "RestartContainer") return ResizePolicy::RestartContainer;
-  return fail(EINVAL, "invalid resize policy '{}' (want NotRequired or RestartContainer)", s);
+  return kResizePolicyNames.parse(s, "resize policy");
 }
 
-std::string_view to_string(Source s) {
-  switch (s) {
-    case Source::Nri: return "nri";
-    case Source::Hook: return "hook";
-    case Source::Api: return "api";
-  }
-  return "api";
-}
+std::string_view to_string(Source s) { return kSourceNames.name(s); }
 
-Result<Source> parse_source(std::string_view s) {
-  if (s == "nri") return Source::Nri;
-  if (s == "hook") return Source::Hook;
-  if (s == "api") return Source::Api;
-  return fail(EINVAL, "invalid source '{}' (want nri, hook or api)", s);
-}
+Result<Source> parse_source(std::string_view s) { return kSourceNames.parse(s, "source"); }
 
-std::string_view to_string(EventType t) {
-  switch (t) {
-    case EventType::PodUpserted: return "PodUpserted";
-    case EventType::PodRemoved: return "PodRemoved";
-    case EventType::ContainerUpserted: return "ContainerUpserted";
-    case EventType::ContainerRemoved: return "ContainerRemoved";
-  }
-  return "Unknown";
-}
+std::string_view to_string(EventType t) { return kEventTypeNames.name(t); }
 
 Result<void> validate_id(std::string_view kind, std::string_view id) {
   if (id.empty()) return fail(EINVAL, "{} must not be empty", kind);
