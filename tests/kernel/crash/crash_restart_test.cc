@@ -38,22 +38,16 @@
 #include "base/str.h"
 #include "shim/status/client.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/kernel/podshimd_under_test.h"
 #include "tests/testutil/shell.h"
 
 namespace {
 
-using podshim::kernel_test::keyed;
-using podshim::kernel_test::put;
-using podshim::kernel_test::slurp;
-using podshim::kernel_test::start_in_cgroup;
-using podshim::kernel_test::wait_for;
-
+// put, slurp, wait_for, PodshimdUnderTest, kMi, kCg, ...
+using namespace podshim::kernel_test;
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace status = podshim::status;
-
-constexpr int64_t kMi = 1 << 20;
-const std::string kCg = "/sys/fs/cgroup";
 // Long enough that the test, not the pause, decides when podshimd dies; the
 // pause ending early would show up as a finished resize, which fails (a)/(b).
 constexpr const char* kPauseMs = "120000";
@@ -118,29 +112,13 @@ class CrashRestart : public ::testing::Test {
  protected:
   void SetUp() override {
     PODSHIM_KERNEL_TEST_NEEDS();
-    const char* d = std::getenv("PODSHIM_PODSHIMD");
-    ASSERT_TRUE(d && access(d, X_OK) == 0) << "PODSHIM_PODSHIMD must name the podshimd binary";
-    podshimd_ = d;
-    if (const char* c = std::getenv("PODSHIM_PODSHIMCTL")) podshimctl_ = c;
-
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    // A distinct pod, socket and state per test: the tests do not share a daemon.
-    uid_ = fmt::format("c7a5b0e1-0000-4000-8000-{:012d}", ++counter_);
-    dir_ = "/run/podshim-crash/" + name;
-    state_ = dir_ + "/state";
-    sock_ = dir_ + "/podshim.sock";
-    ASSERT_EQ(system(("mkdir -p " + state_).c_str()), 0);
+    ASSERT_TRUE(d_.init("/run/podshim-crash", "c7a5b0e1-0000-4000-8000-"));
+    state_ = d_.dir() + "/state";
     config_ = "log_level: debug\n"
               "state_dir: " + state_ + "\n"
-              "socket:\n  path: " + sock_ + "\n"
+              "socket:\n  path: " + d_.socket() + "\n"
               "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  shrink_timeout_ms: 1500\n";
-    pod_ = "kubepods/burstable/pod" + uid_;
-    std::string rel;
-    for (const std::string& part : {std::string("kubepods"), std::string("burstable"), "pod" + uid_}) {
-      rel += (rel.empty() ? "" : "/") + part;
-      mkdir((kCg + "/" + rel).c_str(), 0755);
-      ASSERT_TRUE(put(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory")) << rel;
-    }
+    ASSERT_TRUE(make_pod_cgroup(d_.uid(), &pod_));
     for (const char* c : {"c1", "c2"}) ASSERT_EQ(mkdir((kCg + "/" + pod_ + "/" + c).c_str(), 0755), 0) << c;
     // As the kubelet and runc set them at creation: containers 250m request,
     // 500m / 256 MiB limits, the pod their sum.
@@ -154,7 +132,7 @@ class CrashRestart : public ::testing::Test {
   }
 
   void TearDown() override {
-    stop_daemon(SIGKILL);
+    d_.stop(SIGKILL);
     for (pid_t p : workloads_) {
       kill(p, SIGKILL);
       waitpid(p, nullptr, 0);
@@ -163,39 +141,18 @@ class CrashRestart : public ::testing::Test {
       for (const char* c : {"c1", "c2"}) rmdir((kCg + "/" + pod_ + "/" + c).c_str());
       rmdir((kCg + "/" + pod_).c_str());
     }
-    if (::testing::Test::HasFailure() && !dir_.empty()) {
-      std::printf("---- podshimd log (%s/podshimd.log) ----\n%s\n----\n", dir_.c_str(),
-                  slurp(dir_ + "/podshimd.log").c_str());
-    }
+    if (::testing::Test::HasFailure() && !d_.dir().empty())
+      std::printf("---- podshimd log (%s/podshimd.log) ----\n%s\n----\n", d_.dir().c_str(), d_.log().c_str());
   }
 
-  // Starts podshimd --nri=off; `pause` sets the engine's crash-window seam.
+  // Starts podshimd --nri=off; `pause` sets the engine's crash-window seam,
+  // which goes through podshimd's configuration.
   void start_daemon(bool pause) {
-    // The crash-window seams go through podshimd's configuration.
-    ASSERT_TRUE(put(dir_ + "/config.yaml",
-                    config_ + (pause ? std::string("debug:\n  test_pause_after_clamp_ms: ") + kPauseMs +
-                                                   "\n  test_pause_after_step_ms: " + kPauseMs + "\n"
-                                     : std::string())));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      int log = open((dir_ + "/podshimd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (log >= 0) dup2(log, STDERR_FILENO);
-      execl(podshimd_.c_str(), "podshimd", "--nri=off", "--config", (dir_ + "/config.yaml").c_str(), nullptr);
-      _exit(127);
-    }
-    ASSERT_GT(daemon_, 0);
-    bool up = wait_for([&] {
-      auto r = request("GET", "/readyz");
-      return r && r->status == 200;
-    }, 60s);
-    ASSERT_TRUE(up) << "podshimd did not become ready on " << sock_;
+    ASSERT_TRUE(d_.start(config_ + (pause ? std::string("debug:\n  test_pause_after_clamp_ms: ") + kPauseMs +
+                                                "\n  test_pause_after_step_ms: " + kPauseMs + "\n"
+                                          : std::string())));
   }
-  void stop_daemon(int sig) {
-    if (daemon_ <= 0) return;
-    kill(daemon_, sig);
-    waitpid(daemon_, nullptr, 0);
-    daemon_ = -1;
-  }
+  void stop_daemon(int sig) { d_.stop(sig); }
 
   // A resize with a shrink completes later (the engine's timer-driven
   // shrink on podshimd's loop): the API answers in_progress and the outcome
@@ -211,27 +168,10 @@ class CrashRestart : public ::testing::Test {
   }
   podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
                                                 std::string_view body = {}, std::chrono::milliseconds t = 5s) {
-    status::ClientOptions o;
-    o.socket_path = sock_;
-    o.timeout = t;
-    return status::http_request(o, method, target, body);
+    return d_.request(method, target, body, t);
   }
-
   void register_container(const std::string& id, pid_t pid) {
-    json body{{"id", id},
-              {"podUid", uid_},
-              {"name", id},
-              {"cgroupPath", "/" + pod_ + "/" + id},
-              {"podCgroupPath", "/" + pod_},
-              {"podName", "crash"},
-              {"podNamespace", "default"},
-              {"pid", pid},
-              {"state", "running"},
-              {"resources",
-               {{"requests", {{"cpu", "250m"}, {"memory", "32Mi"}}}, {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}}}};
-    auto r = request("POST", "/v1/containers", body.dump());
-    ASSERT_TRUE(r) << r.error().message;
-    ASSERT_EQ(r->status, 201) << r->body;
+    ASSERT_TRUE(d_.register_container(id, d_.uid(), pod_, "crash", pid));
   }
 
   // Issues a resize on a thread: podshimd answers only after the pause, which
@@ -254,8 +194,9 @@ class CrashRestart : public ::testing::Test {
   // sees them through podshimctl.
   void expect_state_survived() {
     EXPECT_EQ(known_containers(), (std::vector<std::string>{"c1", "c2"}));
-    if (!podshimctl_.empty()) {
-      const std::string out = podshim::testutil::run_shell(podshimctl_ + " --socket " + sock_ + " get containers 2>&1");
+    if (!d_.podshimctl().empty()) {
+      const std::string out =
+          podshim::testutil::run_shell(d_.podshimctl() + " --socket " + d_.socket() + " get containers 2>&1");
       std::printf("podshimctl get containers after the restart:\n%s", out.c_str());
       EXPECT_NE(out.find("c1"), std::string::npos) << out;
       EXPECT_NE(out.find("c2"), std::string::npos) << out;
@@ -274,9 +215,8 @@ class CrashRestart : public ::testing::Test {
     return m;
   }
 
-  static inline int counter_ = 0;
-  std::string podshimd_, podshimctl_, uid_, dir_, state_, sock_, pod_, config_;
-  pid_t daemon_ = -1;
+  PodshimdUnderTest d_;
+  std::string state_, pod_, config_;
   std::vector<pid_t> workloads_;
 };
 
@@ -361,7 +301,7 @@ TEST_F(CrashRestart, KilledAfterFirstStepOfPodResizeIsRolledBackOnRestart) {
   const std::string body = R"({"containers":[
       {"id":"c1","resources":{"limits":{"cpu":"700m","memory":"384Mi"}}},
       {"id":"c2","resources":{"limits":{"cpu":"400m","memory":"192Mi"}}}]})";
-  auto th = resize_async("/v1/pods/" + uid_ + "/resize", body);
+  auto th = resize_async("/v1/pods/" + d_.uid() + "/resize", body);
   const std::string pod_new_mem = std::to_string(576 * kMi);
   bool first_step = wait_for([&] {
     return file("", "memory.max") == pod_new_mem;
@@ -388,7 +328,7 @@ TEST_F(CrashRestart, KilledAfterFirstStepOfPodResizeIsRolledBackOnRestart) {
   expect_state_survived();
 
   // The kubelet retries; the retried resize finishes, with the invariant.
-  auto r = request("POST", "/v1/pods/" + uid_ + "/resize", body, 60s);
+  auto r = request("POST", "/v1/pods/" + d_.uid() + "/resize", body, 60s);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200) << r->body;
   wait_settled({"c1", "c2"});

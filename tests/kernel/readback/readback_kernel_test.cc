@@ -28,20 +28,16 @@
 #include "base/str.h"
 #include "shim/status/client.h"
 #include "tests/kernel/kernel_env.h"
+#include "tests/kernel/podshimd_under_test.h"
 #include "tests/testutil/shell.h"
 
 namespace {
 
-using podshim::kernel_test::put;
-using podshim::kernel_test::slurp;
-using podshim::kernel_test::wait_for;
-
+// put, slurp, wait_for, PodshimdUnderTest, kMi, kCg, ...
+using namespace podshim::kernel_test;
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace status = podshim::status;
-
-constexpr int64_t kMi = 1 << 20;
-const std::string kCg = "/sys/fs/cgroup";
 constexpr int kPeriodMs = 2000;
 
 int count(const std::string& hay, const std::string& needle) {
@@ -54,22 +50,9 @@ class ReadBackKernel : public ::testing::Test {
  protected:
   void SetUp() override {
     PODSHIM_KERNEL_TEST_NEEDS();
-    const char* d = std::getenv("PODSHIM_PODSHIMD");
-    ASSERT_TRUE(d && access(d, X_OK) == 0) << "PODSHIM_PODSHIMD must name the podshimd binary";
-    podshimd_ = d;
-    if (const char* c = std::getenv("PODSHIM_PODSHIMCTL")) podshimctl_ = c;
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    uid_ = fmt::format("d71f0000-0000-4000-8000-{:012d}", ++counter_);
-    dir_ = "/run/podshim-readback/" + name;
-    sock_ = dir_ + "/podshim.sock";
-    ASSERT_EQ(system(("mkdir -p " + dir_ + "/state").c_str()), 0);
-    pod_ = "kubepods/burstable/pod" + uid_;
-    std::string rel;
-    for (const std::string& part : {std::string("kubepods"), std::string("burstable"), "pod" + uid_}) {
-      rel += (rel.empty() ? "" : "/") + part;
-      mkdir((kCg + "/" + rel).c_str(), 0755);
-      ASSERT_TRUE(put(kCg + "/" + rel + "/cgroup.subtree_control", "+cpu +memory")) << rel;
-    }
+    ASSERT_TRUE(d_.init("/run/podshim-readback", "d71f0000-0000-4000-8000-"));
+    podshimctl_ = d_.podshimctl();
+    ASSERT_TRUE(make_pod_cgroup(d_.uid(), &pod_));
     ctr_ = kCg + "/" + pod_ + "/c1";
     ASSERT_EQ(mkdir(ctr_.c_str(), 0755), 0);
     // As runc leaves it for a 500m / 256Mi limit; cpu.weight in set_weight().
@@ -77,67 +60,34 @@ class ReadBackKernel : public ::testing::Test {
     ASSERT_TRUE(put(ctr_ + "/cpu.max", "50000 100000"));
   }
   void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      waitpid(daemon_, nullptr, 0);
-    }
+    d_.stop(SIGTERM);
     if (!pod_.empty()) {
       rmdir(ctr_.c_str());
       rmdir((kCg + "/" + pod_).c_str());
     }
-    if (::testing::Test::HasFailure() && !dir_.empty())
-      std::printf("---- podshimd log ----\n%s\n----\n", slurp(dir_ + "/podshimd.log").c_str());
+    if (::testing::Test::HasFailure() && !d_.dir().empty())
+      std::printf("---- podshimd log ----\n%s\n----\n", d_.log().c_str());
   }
 
   void start_daemon(bool repair) {
-    ASSERT_TRUE(put(dir_ + "/config.yaml",
-                    "log_level: info\n"
-                    "state_dir: " + dir_ + "/state\n"
-                    "socket:\n  path: " + sock_ + "\n"
-                    "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  weight_formula: quadratic\n"
-                    "readback:\n  interval_ms: " + std::to_string(kPeriodMs) + "\n  repair_drift: " +
-                        (repair ? "true" : "false") + "\n"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      int log = open((dir_ + "/podshimd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (log >= 0) dup2(log, STDERR_FILENO);
-      execl(podshimd_.c_str(), "podshimd", "--nri=off", "--config", (dir_ + "/config.yaml").c_str(), nullptr);
-      _exit(127);
-    }
-    ASSERT_GT(daemon_, 0);
-    ASSERT_TRUE(wait_for([&] {
-      auto r = request("GET", "/readyz");
-      return r && r->status == 200;
-    }, 60s)) << "podshimd did not become ready";
+    ASSERT_TRUE(d_.start("log_level: info\n"
+                         "state_dir: " + d_.dir() + "/state\n"
+                         "socket:\n  path: " + d_.socket() + "\n"
+                         "cgroup:\n  root: /sys/fs/cgroup\n  driver: cgroupfs\n  weight_formula: quadratic\n"
+                         "readback:\n  interval_ms: " + std::to_string(kPeriodMs) + "\n  repair_drift: " +
+                         (repair ? "true" : "false") + "\n"));
   }
 
   podshim::Result<status::HttpResponse> request(std::string_view method, std::string_view target,
                                                 std::string_view body = {}) {
-    status::ClientOptions o;
-    o.socket_path = sock_;
-    o.timeout = 10s;
-    return status::http_request(o, method, target, body);
+    return d_.request(method, target, body);
   }
   json container() {
     auto r = request("GET", "/v1/containers/c1");
     if (!r || r->status != 200) return json();
     return json::parse(r->body, nullptr, false);
   }
-  void register_container() {
-    json body{{"id", "c1"},
-              {"podUid", uid_},
-              {"name", "c1"},
-              {"cgroupPath", "/" + pod_ + "/c1"},
-              {"podCgroupPath", "/" + pod_},
-              {"podName", "drift"},
-              {"podNamespace", "default"},
-              {"state", "running"},
-              {"resources",
-               {{"requests", {{"cpu", "250m"}, {"memory", "32Mi"}}}, {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}}}};
-    auto r = request("POST", "/v1/containers", body.dump());
-    ASSERT_TRUE(r) << r.error().message;
-    ASSERT_EQ(r->status, 201) << r->body;
-  }
+  void register_container() { ASSERT_TRUE(d_.register_container("c1", d_.uid(), pod_, "drift")); }
   // Writes the weight the runtime would have for 250m, read from what
   // podshimctl cgroup-values prints (the same conversion podshimd uses).
   void set_weight() {
@@ -166,9 +116,8 @@ class ReadBackKernel : public ::testing::Test {
     return p0 >= 0 && wait_for([&] { return passes() >= p0 + n; }, std::chrono::milliseconds(2 * n * kPeriodMs));
   }
 
-  static inline int counter_ = 0;
-  std::string podshimd_, podshimctl_, uid_, dir_, sock_, pod_, ctr_;
-  pid_t daemon_ = -1;
+  PodshimdUnderTest d_;
+  std::string podshimctl_, pod_, ctr_;
 };
 
 TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
@@ -206,22 +155,22 @@ TEST_F(ReadBackKernel, HandEditedMemoryMaxIsDriftWithinOnePeriod) {
   EXPECT_TRUE(cond) << c.dump();
   const std::string m = metrics();
   const std::string drift_series =
-      "podshim_drift{namespace=\"default\",pod=\"drift\",uid=\"" + uid_ + "\",container=\"c1\",resource=\"memory_limit\"} ";
+      "podshim_drift{namespace=\"default\",pod=\"drift\",uid=\"" + d_.uid() + "\",container=\"c1\",resource=\"memory_limit\"} ";
   EXPECT_NE(m.find(drift_series + "1\n"), std::string::npos) << m;
   if (!podshimctl_.empty()) {
-    std::string out = run(podshimctl_ + " --socket " + sock_ + " get containers c1 2>&1");
+    std::string out = run(podshimctl_ + " --socket " + d_.socket() + " get containers c1 2>&1");
     EXPECT_NE(out.find("PodshimDrift"), std::string::npos) << out;
   }
   // Two more passes: still one line, and nothing written back.
   ASSERT_TRUE(passes_go_by(2)) << "no two read-back passes within four periods: " << metrics();
-  EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift: memory.max"), 1) << slurp(dir_ + "/podshimd.log");
+  EXPECT_EQ(count(d_.log(), "Drift: memory.max"), 1) << d_.log();
   EXPECT_EQ(slurp(ctr_ + "/memory.max"), std::to_string(512 * kMi)) << "repair_drift is off";
 
   ASSERT_TRUE(put(ctr_ + "/memory.max", std::to_string(256 * kMi)));
   ASSERT_TRUE(wait_for([&] { return container()["drift"].empty(); }, std::chrono::milliseconds(kPeriodMs + 1500)))
       << container().dump();
   EXPECT_NE(metrics().find(drift_series + "0\n"), std::string::npos);
-  EXPECT_EQ(count(slurp(dir_ + "/podshimd.log"), "Drift ended: memory.max"), 1);
+  EXPECT_EQ(count(d_.log(), "Drift ended: memory.max"), 1);
 }
 
 TEST_F(ReadBackKernel, RepairDriftWritesTheAllocatedValueBack) {
@@ -234,7 +183,7 @@ TEST_F(ReadBackKernel, RepairDriftWritesTheAllocatedValueBack) {
                        std::chrono::milliseconds(3 * kPeriodMs)))
       << "memory.max not repaired: " << slurp(ctr_ + "/memory.max");
   ASSERT_TRUE(wait_for([&] { return container()["drift"].empty(); }, std::chrono::milliseconds(2 * kPeriodMs)));
-  const std::string log = slurp(dir_ + "/podshimd.log");
+  const std::string log = d_.log();
   EXPECT_EQ(count(log, "Drift repaired: container c1"), 1) << log;
   EXPECT_NE(metrics().find("podshim_drift_repairs_total{result=\"applied\"} 1"), std::string::npos);
 }
