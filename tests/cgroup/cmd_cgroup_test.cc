@@ -63,7 +63,8 @@ TEST(CgroupValues, BadInputIsAUsageError) {
 }
 
 TEST(CgroupValues, RefusesWhatTheKernelWouldRefuse) {
-  // Issue 17: 10^13 cores printed a cpu.max the kernel answers with EINVAL.
+  // 10^13 cores once printed a cpu.max the kernel answers with EINVAL (the quota
+  // must fit the kernel's max_cfs_runtime, kernel/sched/core.c).
   auto r = run({"--cpu-limit", "10000000000000"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_TRUE(r.out.empty()) << r.out;

@@ -826,7 +826,8 @@ TEST_F(AdapterE2E, AnUpdateOfAContainerPodshimDoesNotKnowReadsAndChecksItWhole) 
 }
 
 TEST_F(AdapterE2E, AQuotaTheKernelRefusesIsRefusedBeforeAnythingIsRecorded) {
-  // Issue 17.5: the runtime's write would fail with EINVAL; refuse it first.
+  // The runtime's write would fail with EINVAL (a quota past the kernel's
+  // limit); refuse it first.
   const auto before = *store_->container("c1");
   api::LinuxResources r;
   r.mutable_cpu()->mutable_quota()->set_value(int64_t{1} << 44);  // > max_cfs_runtime

@@ -17,7 +17,7 @@ done
 "$ctl" --socket /nonexistent/podshim.sock status >/dev/null 2>&1; [ $? -eq 3 ] || fail "absent daemon must exit 3"
 "$ctl" --socket /nonexistent/podshim.sock get containers >/dev/null 2>&1; [ $? -eq 3 ] || fail "absent daemon must exit 3 (get)"
 # A quantity the kernel cannot take is refused before any request (exit 2,
-# not 3 for the absent daemon), naming the kernel's limit (issue 17).
+# not 3 for the absent daemon), naming the kernel's limit.
 err=$("$ctl" --socket /nonexistent/podshim.sock resize c1 --cpu-limit 10000000000000 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] || fail "a cpu limit of 10^13 cores must exit 2, not $rc"
 echo "$err" | grep -q "max_cfs_runtime" || fail "the refusal must name the kernel's limit: $err"
