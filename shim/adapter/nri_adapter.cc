@@ -69,10 +69,13 @@ void NriAdapter::set_handlers() {
     }
     refresh_actual(ctr);
   });
+  // Nothing of the answer depends on the store: it is updated after the answer.
   handle<api::STOP_CONTAINER>([this](P pod, C ctr, api::StopContainerResponse*) -> Result<void> {
-    remember(pod.uid, ctr, false);
-    stored_or_gone(store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; }),
-                   "marking stopped the container", ctr.id);
+    after_reply([this, pod, ctr] {
+      remember(pod.uid, ctr, false);
+      stored_or_gone(store_.update_container(ctr.id, [](core::Container& c) { c.state = "stopped"; }),
+                     "marking stopped the container", ctr.id);
+    });
     return {};
   });
   handle<api::REMOVE_CONTAINER>(
@@ -300,8 +303,13 @@ void NriAdapter::finish_synchronize() {
 
 Result<void> NriAdapter::create_container(const pb::PodSandboxView& pod, const pb::ContainerView& ctr,
                                           api::CreateContainerResponse* reply) {
-  remember_pod(pod);
-  remember(pod.uid, ctr, true);
+  // The answer needs only the CDI edits; what podshimd keeps of the pod and
+  // the container is recorded after it, before the next request is read
+  // (also when the answer is an error: the runtime knows the container).
+  after_reply([this, pod, ctr] {
+    remember_pod(pod);
+    remember(pod.uid, ctr, true);
+  });
   if (!registry_) return {};
   std::vector<std::string> names;
   ctr.cdi_devices.for_each([&](std::string_view d) { names.emplace_back(pb::cdi_device_name(d)); });
@@ -319,23 +327,26 @@ Result<void> NriAdapter::create_container(const pb::PodSandboxView& pod, const p
   }
   auto added = edits_to_adjustment(*edits, ctr, opts_.adjustment, reply->mutable_adjust());
   if (metrics_) metrics_->cdi_injections.inc({}, static_cast<double>(requested->size()));
-  auto stored = store_.update_container(ctr.id, [&](core::Container& c) {
-    c.devices.clear();
-    for (const auto& name : *requested) {
-      core::InjectedDevice d;
-      d.cdi_name = name;
-      c.devices.push_back(std::move(d));
-    }
-    // Node paths are per request set, not per name, in resolved edits.
-    if (!c.devices.empty())
-      for (const auto& d : edits->devices) c.devices.front().node_paths.push_back(d.path);
+  // Node paths are per request set, not per name, in resolved edits.
+  std::vector<std::string> paths;
+  for (const auto& d : edits->devices) paths.push_back(d.path);
+  after_reply([this, id = std::string(ctr.id), names = std::move(*requested), paths = std::move(paths),
+               nodes = added.size(), mounts = reply->adjust().mounts_size()] {
+    auto stored = store_.update_container(id, [&](core::Container& c) {
+      c.devices.clear();
+      for (const auto& name : names) {
+        core::InjectedDevice d;
+        d.cdi_name = name;
+        c.devices.push_back(std::move(d));
+      }
+      if (!c.devices.empty()) c.devices.front().node_paths = paths;
+    });
+    // The devices are in the adjustment whatever the store says; a container
+    // gone meanwhile (ENOENT) only loses their record.
+    stored_or_gone(stored, "recording the CDI devices of the container", id);
+    log::at(log::Level::Info, {{"CONTAINER_ID", id}}, "injected CDI devices {} ({} device nodes, {} mounts added)",
+            fmt::join(names, ","), nodes, mounts);
   });
-  // The devices are in the adjustment whatever the store says; a container
-  // gone meanwhile (ENOENT) only loses their record.
-  stored_or_gone(stored, "recording the CDI devices of the container", ctr.id);
-  log::at(log::Level::Info, {{"CONTAINER_ID", std::string(ctr.id)}},
-          "injected CDI devices {} ({} device nodes, {} mounts added)",
-          fmt::join(*requested, ","), added.size(), reply->adjust().mounts_size());
   return {};
 }
 

@@ -29,6 +29,14 @@ Result<void> Handlers::on_synchronize_page(const pb::SynchronizeView&, bool, api
 void Handlers::on_ready() {}
 void Handlers::on_connection_error(const Error&, bool) {}
 
+void Handlers::after_reply(std::function<void()> fn) {
+  if (!fn) return;
+  if (in_call_)
+    after_reply_.push_back(std::move(fn));
+  else
+    fn();
+}
+
 // ---- options ------------------------------------------------------------------------
 
 Result<void> check_plugin_name(std::string_view name) {
@@ -300,6 +308,25 @@ void Plugin::with_deadline(Transport::Responder respond, std::string_view method
 }
 
 void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) {
+  handlers_.in_call_ = true;
+  try {
+    dispatch_call(req, std::move(respond));
+  } catch (...) {
+    // The transport answers a throw; the work the handler left goes with it.
+    handlers_.in_call_ = false;
+    handlers_.after_reply_.clear();
+    throw;
+  }
+  handlers_.in_call_ = false;
+  if (handlers_.after_reply_.empty()) return;
+  std::vector<std::function<void()>> work;
+  work.swap(handlers_.after_reply_);
+  for (auto& fn : work) contain("NRI: a handler's work after its reply", fn);
+  work.clear();
+  if (handlers_.after_reply_.empty()) handlers_.after_reply_.swap(work);  // keeps the capacity
+}
+
+void Plugin::dispatch_call(const pb::RequestView& req, Transport::Responder respond) {
   if (req.service != kPluginService) {
     respond({{code::kUnimplemented, fmt::format("service {}", req.service)}, {}});
     return;
@@ -405,12 +432,13 @@ CallResult Plugin::dispatch_now(const pb::RequestView& req) {
       if (auto res = (*h)(r, &out); !res) return error_reply(res.error());
     return reply(out);
   }
-  // Answered with success whatever the handler does.
+  // Answered with success whatever the handler does: the answer goes first,
+  // the handler runs after it.
   if (auto e = observed_event(handlers_.events, m)) {
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_pod_container_request(p, &r, "observed event request"); !d)
       return bad_payload(m, d.error());
-    observe(*e, r.pod, r.container);
+    handlers_.after_reply([this, ev = *e, r] { observe(ev, r.pod, r.container); });
     return empty_reply();
   }
   // ttrpc services.go wording, so the v0.12 runtime's fallback recognises it.
@@ -488,8 +516,9 @@ CallResult Plugin::do_state_change(std::string_view payload) {
   // Never an error for an observed event, even an undecodable one.
   if (!pb::decode_state_change(payload, &ev)) return empty_reply();
   // A pod event's handler takes no container; an event that is not an
-  // observed one (or unknown) finds no handler and is ignored.
-  observe(ev.event, ev.pod, ev.container);
+  // observed one (or unknown) finds no handler and is ignored. The answer
+  // goes first, as for the v0.12 RPCs of these events.
+  handlers_.after_reply([this, ev] { observe(ev.event, ev.pod, ev.container); });
   return empty_reply();
 }
 

@@ -229,6 +229,18 @@ class Handlers {
   // with the reason; will_retry says whether the stub reconnects by itself.
   virtual void on_ready();
   virtual void on_connection_error(const Error& why, bool will_retry);
+
+  // Work a handler leaves for after its answer: it runs once the reply is on
+  // the socket (for an answer given before the handler returns) and before
+  // the next request is read, with the request's views still valid. So the
+  // runtime goes on while the plugin does its bookkeeping, and every later
+  // request still finds it done. Outside a call it runs at once.
+  void after_reply(std::function<void()> fn);
+
+ private:
+  friend class Plugin;
+  bool in_call_ = false;
+  std::vector<std::function<void()>> after_reply_;
 };
 
 enum class PluginState { Idle, Registering, Configuring, Synchronizing, Ready, Stopped };
@@ -267,6 +279,7 @@ class Plugin {
   Result<void> attach(UniqueFd fd);
   void on_closed(const Error& why);
   void dispatch(const pb::RequestView& req, Transport::Responder respond);
+  void dispatch_call(const pb::RequestView& req, Transport::Responder respond);
   CallResult dispatch_now(const pb::RequestView& req);
   // Runs start(reply) for a request whose handler may answer later; a reply
   // still pending when start returns gets a timer, so that near the

@@ -281,6 +281,76 @@ TEST_F(NriIntegration, EveryEventV08StateChange) {
   EXPECT_EQ(h_.calls, want);
 }
 
+// An event that only informs is answered before its handler runs, and the
+// work a handler leaves with after_reply runs after its answer, before the
+// next request: at those points the plugin has answered every request it
+// has read (one frame out per message in, these messages being small), while
+// a handler that answers itself runs before its own answer.
+struct AnswerOrder : RecordingHandlers {
+  Plugin** plugin = nullptr;
+  // (where, every request read was answered then)
+  std::vector<std::pair<std::string, bool>> seen;
+  bool all_answered() const {
+    const TransportStats* t = (*plugin)->transport_stats();
+    return t && t->frames_out == t->messages_in;
+  }
+  template <typename Entry>
+  void watch() {
+    using Fn = decltype(Entry::fn);
+    const std::string name(event_name(Entry::event));
+    if constexpr (std::is_same_v<Fn, std::function<PodEventFn>>)
+      events.on<Entry::event>() = [this, name](const pb::PodSandboxView&) { seen.emplace_back(name, all_answered()); };
+    else if constexpr (std::is_same_v<Fn, std::function<ContainerEventFn>>)
+      events.on<Entry::event>() = [this, name](const pb::PodSandboxView&, const pb::ContainerView&) {
+        seen.emplace_back(name, all_answered());
+      };
+  }
+  AnswerOrder() {
+    events.for_each([&](const auto& entry) { watch<std::decay_t<decltype(entry)>>(); });
+    events.on<api::CREATE_CONTAINER>() = [this](const pb::PodSandboxView&, const pb::ContainerView& ctr,
+                                                api::CreateContainerResponse* reply) -> Result<void> {
+      seen.emplace_back("CreateContainer", all_answered());
+      after_reply([this] { seen.emplace_back("CreateContainer after_reply", all_answered()); });
+      (*reply->mutable_adjust()->mutable_annotations())["podshim.test/seen"] = std::string(ctr.name);
+      return {};
+    };
+    events.on<api::STOP_CONTAINER>() = [this](const pb::PodSandboxView&, const pb::ContainerView&,
+                                              api::StopContainerResponse*) -> Result<void> {
+      after_reply([this] { seen.emplace_back("StopContainer after_reply", all_answered()); });
+      return {};
+    };
+  }
+};
+
+TEST_F(NriIntegration, ObservedEventsAndAfterReplyWorkRunOnceTheAnswerIsSent) {
+  for (int minor : {12, 8}) {
+    SCOPED_TRACE(minor == 12 ? "v0.12: dedicated RPCs" : "v0.8: StateChange");
+    plugin_.reset();
+    make_sim(minor, "v2.0.0");
+    AnswerOrder h;
+    Plugin* raw = nullptr;
+    h.plugin = &raw;
+    start_socketpair(&h);
+    raw = plugin_.get();
+    ASSERT_TRUE(wait_synced());
+    for (const auto& s : drive_all_events()) EXPECT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(sim_->uses_state_change(), minor == 8);
+    size_t observed = 0;
+    for (const auto& [where, answered] : h.seen) {
+      if (where == "CreateContainer") {
+        EXPECT_FALSE(answered) << "a handler that answers runs before its answer";
+      } else {
+        EXPECT_TRUE(answered) << where << " ran before its answer was sent";
+        if (where.find("after_reply") == std::string::npos) ++observed;
+      }
+    }
+    EXPECT_GE(observed, 8u);
+    EXPECT_EQ(std::count(h.seen.begin(), h.seen.end(), std::pair<std::string, bool>("CreateContainer after_reply", true)), 1);
+    EXPECT_EQ(std::count(h.seen.begin(), h.seen.end(), std::pair<std::string, bool>("StopContainer after_reply", true)), 1);
+    plugin_.reset();
+  }
+}
+
 // Each handler of the table alone subscribes to its event alone.
 TEST(NriEventTable, EachHandlerIsExactlyItsEventsBit) {
   EXPECT_EQ(EventHandlers().mask(), 0u);
