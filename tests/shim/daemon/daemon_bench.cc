@@ -550,23 +550,34 @@ int run(const std::string& binary, std::vector<Figure>& figs) {
   return all_ok && failed == 0 && applied + in_progress == sent ? 0 : 1;
 }
 
-std::vector<Figure> best_of(const std::vector<std::vector<Figure>>& rounds) {
-  std::vector<Figure> best = rounds.front();
-  for (const auto& r : rounds)
-    for (size_t i = 0; i < best.size() && i < r.size(); ++i) {
-      best[i].st.rps = std::max(best[i].st.rps, r[i].st.rps);
-      best[i].server_cpu_us = std::min(best[i].server_cpu_us, r[i].server_cpu_us);
-    }
-  return best;
+// The ratio measured / baseline of each round's pair (the two binaries run
+// back to back, taking turns at going first): its median, lowest and highest.
+// A pair shares the machine's state, which drifts over a run (seen: the same
+// binary 30% faster in its last rounds than in its first), so ratios within
+// pairs are compared, not the best round of each side.
+struct Ratio {
+  double median, lo, hi;
+};
+Ratio paired(const std::vector<std::vector<Figure>>& cur, const std::vector<std::vector<Figure>>& base, size_t phase,
+             double (*get)(const Figure&)) {
+  std::vector<double> r;
+  for (size_t i = 0; i < cur.size() && i < base.size(); ++i)
+    if (phase < cur[i].size() && phase < base[i].size() && get(base[i][phase]) > 0)
+      r.push_back(get(cur[i][phase]) / get(base[i][phase]));
+  if (r.empty()) return {0, 0, 0};
+  std::sort(r.begin(), r.end());
+  const size_t n = r.size();
+  return {n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2, r.front(), r.back()};
 }
 
 }  // namespace
 
 // PODSHIMD is the binary measured. With PODSHIMD_BASELINE (an older
 // podshimd, say one built from the previous release) the same run measures
-// both, PODSHIM_BENCH_ROUNDS times each (default 2), alternating which goes
-// first, and ends with a table of ratios: the best round of each against
-// the best of the other, requests/s and podshimd's CPU per request.
+// both, PODSHIM_BENCH_ROUNDS times each (default 10: a round is a few
+// seconds), alternating which goes first, and ends with a table of ratios,
+// requests/s and podshimd's CPU per request: the median of the rounds' ratios
+// and their range (paired()).
 int main() {
   const char* cur = getenv("PODSHIMD");
   if (!cur) {
@@ -575,7 +586,7 @@ int main() {
   }
   const char* base = getenv("PODSHIMD_BASELINE");
   const char* rounds_env = getenv("PODSHIM_BENCH_ROUNDS");
-  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : base ? 2 : 1;
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : base ? 10 : 1;
   std::vector<std::vector<Figure>> cur_figs, base_figs;
   int rc = 0;
   for (int r = 0; r < rounds; ++r) {
@@ -590,10 +601,12 @@ int main() {
     if (base && r % 2 == 1) measure_one(base, base_figs);
   }
   if (!base) return rc;
-  const auto c = best_of(cur_figs), b = best_of(base_figs);
-  std::printf("\n== %s against the baseline %s (best of %d rounds each; req/s above 1x and CPU below 1x are better)\n",
+  const auto& c = cur_figs.front();
+  const auto& b = base_figs.front();
+  std::printf("\n== %s against the baseline %s: the median over %d rounds of each round's ratio measured / baseline, "
+              "[lowest-highest]; req/s above 1x and CPU below 1x are better\n",
               cur, base, rounds);
-  std::printf("%-34s %11s %11s  %s\n", "", "req/s", "cpu/req", "(podshimd's CPU per request, us: measured / baseline)");
+  std::printf("%-34s %22s %22s\n", "", "req/s", "podshimd cpu/req");
   std::string section;
   for (size_t i = 0; i < c.size() && i < b.size(); ++i) {
     if (c[i].what != b[i].what) {
@@ -601,8 +614,10 @@ int main() {
       return 1;
     }
     if (c[i].section != section) std::printf("-- %s\n", (section = c[i].section).c_str());
-    std::printf("%-34s %10.2fx %10.2fx  (%.1f / %.1f)\n", c[i].what.c_str(), c[i].st.rps / b[i].st.rps,
-                c[i].server_cpu_us / b[i].server_cpu_us, c[i].server_cpu_us, b[i].server_cpu_us);
+    const Ratio rps = paired(cur_figs, base_figs, i, [](const Figure& f) { return f.st.rps; });
+    const Ratio cpu = paired(cur_figs, base_figs, i, [](const Figure& f) { return f.server_cpu_us; });
+    std::printf("%-34s %6.2fx [%4.2f-%4.2f] %6.2fx [%4.2f-%4.2f]\n", c[i].what.c_str(), rps.median, rps.lo, rps.hi,
+                cpu.median, cpu.lo, cpu.hi);
   }
   return rc;
 }
