@@ -382,6 +382,23 @@ def cgroup_triple(cg):
     return (read(f"{cg}/cpu.weight"), read(f"{cg}/cpu.max"), read(f"{cg}/memory.max"))
 
 
+def poll(pred, timeout, step=0.1):
+    """pred() until it holds or `timeout` s have passed; its last value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(step)
+
+
+def wait_actual(d, cids, timeout=10):
+    """Until podshimd reports actual values for every container of CIDS (read
+    from the kernel after the runtime's events or a sync, within a read-back
+    period); check_reported() then judges them. Not a failure by itself."""
+    poll(lambda: all(isinstance((d.containers().get(c) or {}).get("actual"), dict) for c in cids), timeout)
+
+
 def check_reported(d, cids, what):
     """Every running container: allocated and actual present, actual CPU request
     and limit equal to the allocated (requested) ones, memory limit too, no
@@ -532,7 +549,7 @@ def shrink_phase(rt, pod, summary):
         before = keyed(f"{cg}/memory.events").get("oom_kill", 0)
         rc, out = rt.cri.update(c, mem=to * MI, shares=256, quota=100000, period=100000)
         refused += check(rc != 0 and "below current usage" in out, f"shrink below {kind} usage refused: {out}")
-        time.sleep(1)
+        time.sleep(1)  # a window for a kill to show, not a wait for podshimd
         check(rt.cri.state(c)[0] == "RUNNING", f"{kind} hog still running: {rt.cri.state(c)}")
         k = keyed(f"{cg}/memory.events").get("oom_kill", 0) - before
         kills += k
@@ -595,11 +612,15 @@ def podshimd_cell(a, rt, base, summary):
     summary["values identical"] = "yes" if same else "NO"
     fresh = no_drift_at_creation(d, rt, pod)
     running = [c1, fresh]
-    time.sleep(0.5)
     want = "linear" if "1.1." in rt.running_runc() else "quadratic"
-    st = d.ctl_json("status")
-    cur = [f for f in st.get("weightFormulas", []) if f.get("current")]
-    f = cur[0] if cur else {}
+
+    def current_formula():
+        cur = [f for f in d.ctl_json("status").get("weightFormulas", []) if f.get("current")]
+        return cur[0] if cur else {}
+    # Learned from the weights runc wrote, read after the runtime's events:
+    # waited for (a read-back period at most), then checked.
+    poll(lambda: current_formula().get("source") == "learned", 10)
+    f = current_formula()
     check(f.get("formula") == want and f.get("source") == "learned",
           f"weight formula learned for {rt.running_runc()}: {f} (want {want})")
 
@@ -655,7 +676,7 @@ def podshimd_cell(a, rt, base, summary):
     d.start_registered("podshimd to resynchronize")
     rt_mark = rt.log_len()
     log(f"podshimd restarted and resynchronized in {time.monotonic() - t:.1f} s (TCG)")
-    time.sleep(0.5)
+    wait_actual(d, running)
     n = check_reported(d, running, "after podshimd restart")
     summary["actual = allocated"] = f"{n}/{len(running)}"
     st = d.ctl_json("status")
@@ -699,7 +720,7 @@ def preinstalled_phase(a, rt):
     c1 = rt.cri.create(pod, "pre", 128 * MI, 512, 50000, "/bin/hog", "anon", "64")
     cg1 = cgroup_of(c1)
     wait_for(lambda: int(read(f"{cg1}/memory.current")) > 60 * MI, 60, "the hog to charge 64 MiB")
-    time.sleep(0.5)
+    wait_actual(d, [c1])
     check_reported(d, [c1], "pre-installed")
     rc, out = rt.cri.update(c1, mem=32 * MI, shares=512, quota=50000, period=100000)
     check(rc != 0 and "below current usage" in out, f"pre-installed: shrink below usage refused: {out}")
@@ -773,7 +794,7 @@ def hooksd_phase(a, rt, summary):
     wait_for(lambda: c2 not in d.containers(), 30, "podshimd to forget the removed container (poststop)")
     ok += 1
     plain = rt.cri.create(pod, "not-managed", 64 * MI, 256, 100000, "/bin/sleep", "999999")
-    time.sleep(1)
+    time.sleep(1)  # a window for a wrong registration to show, not a wait for podshimd
     ok += check(plain not in d.containers(), "hooks.d: a container without the annotations runs no hook")
     summary["hooks.d mode"] = f"{ok}/6"
     for x in (c1, plain):
