@@ -399,6 +399,25 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
 }
 
 
+namespace {
+
+// The chunk header at the start of `rest` (what Beast left unconsumed):
+// the bytes before its first CR, and whether that CR is a bare one (not
+// followed by LF). After the first chunk Beast reads the CR LF that ends the
+// previous chunk's data as part of the next header.
+struct ChunkHeadScan {
+  size_t before_cr;
+  bool bare_cr;
+};
+ChunkHeadScan scan_chunk_head(std::string_view rest) {
+  if (rest.substr(0, 2) == "\r\n") rest.remove_prefix(2);
+  const size_t cr = rest.find('\r');
+  if (cr == std::string_view::npos) return {rest.size(), false};
+  return {cr, cr + 1 < rest.size() && rest[cr + 1] != '\n'};
+}
+
+}  // namespace
+
 HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
   boost::beast::error_code ec;
   if (!req_.has_body) return Step::Done;
@@ -415,12 +434,22 @@ HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
   }
   const size_t n = p_->p.put(boost::asio::buffer(in.data(), in.size()), ec);
   in.erase(0, n);
+  // A chunk header Beast has not taken (it needs more, or refused it) is
+  // judged here first, by what has come of it, the same way whether it came
+  // whole or in pieces: longer than a header may be before any CR, by its
+  // size and then its length (refuse_partial_chunk); a bare CR, as Beast
+  // answers a whole line with one. Beast itself scans a header that came in
+  // pieces only from where it stopped, and would answer a long one for its
+  // size in pieces but for a bare CR further on when whole.
+  if (ec && req_.chunked && !p_->last_chunk) {
+    const ChunkHeadScan h = scan_chunk_head(in);
+    if (h.before_cr > kMaxChunkExtension + 24) return refuse_partial_chunk(in);
+    if (h.bare_cr) return refuse(400, "malformed request body (bad line ending)");
+  }
   if (ec == bhttp::error::need_more) {
     if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
       return refuse(400, "trailer fields after the last chunk are not accepted");
     }
-    // A partial chunk header is bounded like a whole one.
-    if (req_.chunked && in.size() > kMaxChunkExtension + 24) return refuse_partial_chunk(in);
     return Step::More;
   }
   if (ec) {
