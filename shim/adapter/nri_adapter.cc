@@ -83,7 +83,12 @@ void NriAdapter::set_handlers() {
 }
 
 void NriAdapter::count(api::Event e) {
-  if (metrics_) metrics_->nri_events.inc({{"event", std::string(nri::event_name(e))}});
+  if (!metrics_) return;
+  auto it = event_cells_.find(e);
+  if (it == event_cells_.end()) {
+    it = event_cells_.emplace(e, metrics_->nri_events.cell({{"event", std::string(nri::event_name(e))}})).first;
+  }
+  it->second.inc();
 }
 
 Result<void> NriAdapter::configure(const api::ConfigureRequest& req, const nri::RuntimeInfo& rt) {

@@ -148,6 +148,9 @@ class NriAdapter : public nri::Handlers {
   cgroup::Engine* engine_;
   cdi::Registry* registry_;
   core::Metrics* metrics_;
+  // podshim_nri_events_total's series by event, found once (count runs for
+  // every event).
+  std::map<api::Event, core::Family::Cell> event_cells_;
   AdapterOptions opts_;
   nri::RuntimeInfo runtime_;
   core::ResizeManager* resize_ = nullptr;

@@ -78,10 +78,7 @@ Family::Family(std::string name, std::string help, Kind kind, std::vector<std::s
       kind_(kind),
       label_names_(std::move(label_names)),
       buckets_(std::move(buckets)) {
-  if (label_names_.empty()) {
-    presets_.emplace_back();
-    series_.emplace(Labels{}, zero());
-  }
+  if (label_names_.empty()) series_.emplace(Labels{}, zero()).first->second.pinned = true;
 }
 
 Family::Series Family::zero() const {
@@ -106,10 +103,19 @@ void Family::preset(const std::vector<std::vector<std::string>>& values) {
     combos = std::move(next);
   }
   std::lock_guard lk(mu_);
-  for (auto& c : combos) {
-    series_.try_emplace(c, zero());
-    presets_.push_back(std::move(c));
-  }
+  for (auto& c : combos) series_.try_emplace(std::move(c), zero()).first->second.pinned = true;
+}
+
+Family::Cell Family::cell(const Labels& labels) {
+  std::lock_guard lk(mu_);
+  Series& s = series_.try_emplace(labels, zero()).first->second;
+  s.pinned = true;
+  return Cell(this, &s);
+}
+
+void Family::Cell::inc(double by) const {
+  std::lock_guard lk(f_->mu_);
+  s_->value += by;
 }
 
 void Family::inc(const Labels& labels, double by) {
@@ -124,13 +130,27 @@ void Family::set(const Labels& labels, double value) {
 
 void Family::clear() {
   std::lock_guard lk(mu_);
-  series_.clear();
-  for (const auto& p : presets_) series_.emplace(p, zero());
+  for (auto it = series_.begin(); it != series_.end();) {
+    if (it->second.pinned) {
+      it->second = zero();
+      it->second.pinned = true;
+      ++it;
+    } else {
+      it = series_.erase(it);
+    }
+  }
 }
 
 void Family::erase(const Labels& labels) {
   std::lock_guard lk(mu_);
-  series_.erase(labels);
+  auto it = series_.find(labels);
+  if (it == series_.end()) return;
+  if (it->second.pinned) {
+    it->second = zero();
+    it->second.pinned = true;
+  } else {
+    series_.erase(it);
+  }
 }
 
 void Family::observe(const Labels& labels, double value) {

@@ -31,6 +31,8 @@ std::string escape_help(std::string_view v);
 // rate() (a series that appears already at 1 is not). A labelled family
 // with no series renders its HELP/TYPE only, never an unlabelled 0.
 class Family {
+  struct Series;
+
  public:
   enum class Kind { Counter, Gauge, Histogram };
   Family(std::string name, std::string help, Kind kind, std::vector<std::string> label_names = {},
@@ -40,11 +42,28 @@ class Family {
   // per label), at 0; kept across clear().
   void preset(const std::vector<std::vector<std::string>>& values);
 
+  // One series, looked up once: a hot path (a counter bumped on every
+  // request) keeps the cell and adds through it without building and
+  // comparing label lists each time. The series is pinned: clear() and
+  // erase() set it back to 0 instead of dropping it, so the cell stays valid
+  // for the family's life. Cheap to copy.
+  class Cell {
+   public:
+    void inc(double by = 1) const;
+
+   private:
+    friend class Family;
+    Cell(Family* f, Series* s) : f_(f), s_(s) {}
+    Family* f_;
+    Series* s_;  // one of f_'s, pinned
+  };
+  Cell cell(const Labels& labels);
+
   void inc(const Labels& labels = {}, double by = 1);      // counter/gauge
   void set(const Labels& labels, double value);           // gauge
   void observe(const Labels& labels, double value);       // histogram
-  void clear();                                           // drops every series but the presets (back at 0)
-  void erase(const Labels& labels);                       // drops one series
+  void clear();                                           // drops every series but the pinned ones (back at 0)
+  void erase(const Labels& labels);                       // drops one series (a pinned one goes back to 0)
   double value(const Labels& labels = {}) const;          // counter/gauge (tests)
   uint64_t count(const Labels& labels = {}) const;        // histogram sample count
 
@@ -58,6 +77,7 @@ class Family {
     std::vector<uint64_t> bucket_counts;
     uint64_t count = 0;
     double sum = 0;
+    bool pinned = false;  // a preset, or one a Cell points at
   };
   Series zero() const;
 
@@ -65,7 +85,6 @@ class Family {
   Kind kind_;
   std::vector<std::string> label_names_;
   std::vector<double> buckets_;
-  std::vector<Labels> presets_;
   mutable std::mutex mu_;
   std::map<Labels, Series> series_;
 };

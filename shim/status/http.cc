@@ -63,13 +63,13 @@ int hexval(char c) {
   return -1;
 }
 
-std::string lower(std::string_view s) {
-  std::string o(s);
-  for (auto& c : o) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  return o;
-}
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
-bool iequals(std::string_view a, std::string_view b) { return a.size() == b.size() && lower(a) == lower(b); }
+// ASCII case-insensitive equality (field names and tokens are ASCII).
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
+}
 
 // RFC 3986 reg-name characters (unreserved, sub-delims; '%' starts an escape).
 constexpr str::ByteSet kRegName = str::byte_set([](char c) {
@@ -269,7 +269,11 @@ HttpRequestReader::Step HttpRequestReader::refuse(int status, std::string messag
 // (431) whatever it holds.
 HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in) {
   const size_t limit = std::min(in.size(), limits_.max_head_bytes);
+  constexpr str::ByteSet kPlain = str::byte_set([](char c) { return c != '\0' && c != '\n' && c != '\r'; });
   for (size_t i = scanned_; i < limit; ++i) {
+    const size_t plain = str::find_not_in(in.substr(i, limit - i), kPlain);
+    if (plain == std::string_view::npos) break;
+    i += plain;
     const char c = in[i];
     // Messages quote only bytes up to the offending one: they are all here
     // however the head was split.
@@ -503,21 +507,26 @@ HttpRequestReader::Step HttpRequestReader::on_head_checked() {
   }
   size_t hosts = 0, lengths = 0, encodings = 0, fields = 0;
   std::string_view host, length, encoding, expect;
+  // Beast has already matched each name to its registry entry (f.name(),
+  // case-insensitively); no name is compared again here.
   for (const auto& f : m) {
     ++fields;
-    const std::string_view name(f.name_string().data(), f.name_string().size());
     const std::string_view value(f.value().data(), f.value().size());
-    if (iequals(name, "host")) {
-      ++hosts;
-      host = value;
-    } else if (iequals(name, "content-length")) {
-      ++lengths;
-      length = value;
-    } else if (iequals(name, "transfer-encoding")) {
-      ++encodings;
-      encoding = value;
-    } else if (iequals(name, "expect")) {
-      expect = value;
+    switch (f.name()) {
+      case bhttp::field::host:
+        ++hosts;
+        host = value;
+        break;
+      case bhttp::field::content_length:
+        ++lengths;
+        length = value;
+        break;
+      case bhttp::field::transfer_encoding:
+        ++encodings;
+        encoding = value;
+        break;
+      case bhttp::field::expect: expect = value; break;
+      default: break;
     }
   }
   p_->fields_at_head = fields;

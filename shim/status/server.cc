@@ -39,6 +39,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
+
+#include <fmt/compile.h>
 
 #include "base/fs.h"
 #include "base/guard.h"
@@ -90,8 +93,12 @@ struct Server::Impl {
   // Every live watcher's backlog (its pending lines plus its output not yet
   // taken by the socket, as last counted), summed; guarded by mu.
   size_t watch_bytes = 0;
+  // podshim_http_requests_total's series by method and status, found once
+  // (count_metric runs for every request); loop thread only.
+  std::unordered_map<int, core::Family::Cell> http_cells;
 
   ~Impl();
+  void count_request(std::string_view method, int status);
   void accept_next();
   bool admit(int fd, const Peer& peer, bool* reserved_slot);
   void serve_accepted(UniqueFd fd, const Peer& peer, bool reserved_slot);
@@ -112,9 +119,14 @@ struct Conn {
   sd_event_source* io = nullptr;
   sd_event_source* timer = nullptr;
   uint32_t armed = EPOLLIN | EPOLLRDHUP;  // the io source's events, as last set
-  // The deadline set before the connection joined the loop (io and timer
-  // are added only when it has to wait; Impl::accept_next): 0 none.
-  uint64_t early_deadline_us = 0;
+  // The connection's deadline (CLOCK_MONOTONIC µs, 0 none) and the time its
+  // timer is armed for (0 off; the timer is added only when the connection
+  // has to wait, Impl::accept_next). The timer is moved only when the
+  // deadline comes earlier than it: a deadline pushed later, as on every
+  // request of a kept-alive connection, costs no timer update, and a timer
+  // that fires early is armed again for the deadline (on_conn_timer).
+  uint64_t deadline_us = 0;
+  uint64_t armed_us = 0;
   Peer peer;
   bool groups_loaded = false;  // peer.groups fetched (only when a rule needs them)
   bool reserved_slot = false;  // counted against root's reserve
@@ -145,17 +157,18 @@ uint64_t now_us(Impl* impl) {
   return n;
 }
 
-void set_deadline(Conn* c, std::optional<std::chrono::milliseconds> d) {
-  if (!c->timer) {  // not on the loop yet: Impl::accept_next arms it
-    c->early_deadline_us = d ? now_us(c->impl) + static_cast<uint64_t>(d->count()) * 1000 : 0;
-    return;
-  }
-  if (!d) {
-    sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
-    return;
-  }
-  sd_event_source_set_time(c->timer, now_us(c->impl) + static_cast<uint64_t>(d->count()) * 1000);
+void arm_timer(Conn* c) {
+  c->armed_us = c->deadline_us;
+  sd_event_source_set_time(c->timer, c->armed_us);
   sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+void set_deadline(Conn* c, std::optional<std::chrono::milliseconds> d) {
+  c->deadline_us = d ? now_us(c->impl) + static_cast<uint64_t>(d->count()) * 1000 : 0;
+  // Not on the loop yet (Impl::accept_next arms it), no deadline (a timer
+  // still armed fires once and finds none), or a timer that fires first.
+  if (!c->timer || c->deadline_us == 0 || (c->armed_us != 0 && c->armed_us <= c->deadline_us)) return;
+  arm_timer(c);
 }
 
 void update_events(Conn* c) {
@@ -171,12 +184,7 @@ void update_events(Conn* c) {
   if (c->io) sd_event_source_set_io_events(c->io, ev);  // else added with `armed` (Impl::accept_next)
 }
 
-void count_metric(Impl* impl, const HttpRequest& r, int status) {
-  if (!impl->deps.metrics) return;
-  static const std::set<std::string_view> known{"GET", "HEAD", "POST", "DELETE"};
-  std::string m = known.count(r.method) ? r.method : "other";
-  impl->deps.metrics->http_requests.inc({{"method", m}, {"code", std::to_string(status)}});
-}
+void count_metric(Impl* impl, const HttpRequest& r, int status) { impl->count_request(r.method, status); }
 
 // A body up to this size is copied after the head into `out`: one write
 // instead of two iovecs.
@@ -188,19 +196,22 @@ void respond(Conn* c, Reply&& r, bool close) {
   bool head = c->req.method == "HEAD";
   close = close || !c->req.keep_alive;
   const std::string_view body = r.text();
-  std::string h = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", r.status,
-                              reason_phrase(r.status), r.content_type, body.size());
-  if (r.status == 405) {
-    h += fmt::format("Allow: {}\r\n", allowed_methods(c->req.path.empty() ? std::string_view("/") : c->req.path));
-  }
-  if (close) h += "Connection: close\r\n";
-  h += "\r\n";
   if (c->tail) {  // an earlier reply's shared body still unsent: it goes first
     c->out.append(*c->tail, c->tail_off);
     c->tail.reset();
     c->tail_off = 0;
   }
-  c->out += h;
+  // The head is written in place, its format parsed at compile time: this
+  // runs for every request.
+  auto out = std::back_inserter(c->out);
+  fmt::format_to(out, FMT_COMPILE("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n"), r.status,
+                 reason_phrase(r.status), r.content_type, body.size());
+  if (r.status == 405) {
+    fmt::format_to(out, "Allow: {}\r\n",
+                   allowed_methods(c->req.path.empty() ? std::string_view("/") : c->req.path));
+  }
+  if (close) c->out += "Connection: close\r\n";
+  c->out += "\r\n";
   if (head) {
   } else if (body.size() > kCopiedBody) {
     // A large body (the container list, a scrape) is sent from where it is
@@ -448,6 +459,12 @@ int on_conn_io_body(sd_event_source*, int, uint32_t revents, void* userdata) {
 
 int on_conn_timer_body(sd_event_source*, uint64_t, void* userdata) {
   auto* c = static_cast<Conn*>(userdata);
+  c->armed_us = 0;
+  if (c->deadline_us == 0) return 0;  // the deadline was lifted (a watch stream)
+  if (now_us(c->impl) < c->deadline_us) {  // pushed later since the timer was armed
+    arm_timer(c);
+    return 0;
+  }
   if (c->phase == Phase::Head && c->in.empty() && !c->reader.started()) {
     c->impl->close_conn(c);  // an idle keep-alive connection: nothing to answer
     return 0;
@@ -640,6 +657,20 @@ Impl::~Impl() {
   if (!opts.socket_path.empty()) unlink(opts.socket_path.c_str());
 }
 
+void Impl::count_request(std::string_view method, int status) {
+  if (!deps.metrics) return;
+  static constexpr std::string_view kKnown[] = {"GET", "HEAD", "POST", "DELETE"};
+  const int m = static_cast<int>(std::find(std::begin(kKnown), std::end(kKnown), method) - std::begin(kKnown));
+  const int key = m * 1000 + status;
+  auto it = http_cells.find(key);
+  if (it == http_cells.end()) {
+    const std::string name(m < 4 ? kKnown[m] : "other");
+    it = http_cells.emplace(key, deps.metrics->http_requests.cell({{"method", name}, {"code", std::to_string(status)}}))
+             .first;
+  }
+  it->second.inc();
+}
+
 void Impl::wake() {
   uint64_t one = 1;
   // An eventfd write fails only when the counter would overflow, and then
@@ -762,12 +793,12 @@ bool Impl::admit(int fd, const Peer& peer, bool* reserved_slot) {
   unsigned mine = per_uid.count(peer.uid) ? per_uid[peer.uid] : 0;
   if (mine >= per_uid_limit) {
     refuse_at_accept(fd, fmt::format("too many connections from uid {} (limit {})", peer.uid, per_uid_limit));
-    if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
+    count_request("", 503);
     return false;
   }
   if (total >= opts.max_connections - reserved) {
     refuse_at_accept(fd, fmt::format("too many connections ({} in use; the rest are reserved for root)", total));
-    if (deps.metrics) deps.metrics->http_requests.inc({{"method", "other"}, {"code", "503"}});
+    count_request("", 503);
     return false;
   }
   return true;
@@ -810,13 +841,14 @@ void Impl::serve_accepted(UniqueFd fd, const Peer& peer, bool reserved_slot) {
     close_conn(cp);
     return;
   }
-  r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, cp->early_deadline_us, 1000, &on_conn_timer, cp);
+  r = sd_event_add_time(loop, &cp->timer, CLOCK_MONOTONIC, cp->deadline_us, 1000, &on_conn_timer, cp);
   if (r < 0) {
     log::warn("status socket: adding a connection timer: {}", strerror(-r));
     close_conn(cp);
     return;
   }
-  if (cp->early_deadline_us == 0) sd_event_source_set_enabled(cp->timer, SD_EVENT_OFF);
+  cp->armed_us = cp->deadline_us;
+  if (cp->deadline_us == 0) sd_event_source_set_enabled(cp->timer, SD_EVENT_OFF);
 }
 
 Result<ServerOptions> server_options(const core::Config& cfg) {

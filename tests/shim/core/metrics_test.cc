@@ -86,6 +86,38 @@ TEST(Metrics, ClearKeepsThePresetsAtZero) {
   EXPECT_THROW(f.preset({{"x"}}), std::logic_error);  // one list per label
 }
 
+// A cell is its series, found once: what it adds shows in value() and the
+// exposition, and it stays valid across clear() and erase(), which set its
+// series back to 0 rather than drop it; an unpinned series is still dropped.
+TEST(Metrics, ACellAddsToItsSeriesAndOutlivesClearAndErase) {
+  Family f("t_total", "help", Family::Kind::Counter, {"k"});
+  f.preset({{"a"}});
+  auto preset = f.cell({{"k", "a"}});
+  auto fresh = f.cell({{"k", "b"}});  // not a preset: created, then pinned
+  preset.inc();
+  fresh.inc(2);
+  f.inc({{"k", "c"}}, 5);
+  EXPECT_EQ(f.value({{"k", "a"}}), 1);
+  EXPECT_EQ(f.value({{"k", "b"}}), 2);
+  std::string out;
+  f.render(out);
+  EXPECT_NE(out.find("t_total{k=\"a\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("t_total{k=\"b\"} 2\n"), std::string::npos) << out;
+  f.clear();
+  out.clear();
+  f.render(out);
+  EXPECT_NE(out.find("t_total{k=\"b\"} 0\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("k=\"c\""), std::string::npos) << out;  // unpinned: dropped
+  fresh.inc();
+  EXPECT_EQ(f.value({{"k", "b"}}), 1);
+  f.erase({{"k", "b"}});
+  EXPECT_EQ(f.value({{"k", "b"}}), 0);
+  fresh.inc(3);
+  preset.inc();
+  EXPECT_EQ(f.value({{"k", "b"}}), 3);
+  EXPECT_EQ(f.value({{"k", "a"}}), 1);
+}
+
 TEST(Metrics, BuildInfo) {
   const std::string out = Metrics().render();
   const auto at = out.find("\npodshim_build_info{version=\"");

@@ -736,6 +736,51 @@ TEST_F(ServerTest, DeadlineIsATotalNotAnIdleTimer) {
   healthy();
 }
 
+// Each request on a kept-alive connection pushes its deadline later; the
+// timer armed for an earlier deadline fires and is armed again, it does not
+// close the connection. Idle past its latest deadline, the connection is
+// closed. (The waits are the timing under test: 1 s deadlines.)
+TEST_F(ServerTest, AKeptAliveConnectionLivesUntilItsLatestDeadline) {
+  start(opts());  // timeout 1 s
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strcpy(sa.sun_path, sock.c_str());
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  // One request, then its whole reply; "" when the connection was closed.
+  auto ask = [&] {
+    constexpr std::string_view kReq = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (send(fd, kReq.data(), kReq.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(kReq.size())) return std::string();
+    std::string got;
+    while (got.find("\r\n\r\nok\n") == std::string::npos) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 5000) <= 0) break;
+      char buf[512];
+      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  };
+  using Clock = std::chrono::steady_clock;
+  ASSERT_NE(ask().find(" 200 "), std::string::npos);
+  // 0.6 s and 1.3 s after the first reply: the second outlives the first
+  // request's deadline, the timer armed for it fires in between.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  ASSERT_NE(ask().find(" 200 "), std::string::npos) << "closed before its deadline";
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_NE(ask().find(" 200 "), std::string::npos) << "closed at a deadline an answered request had pushed later";
+  const auto last = Clock::now();
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "an idle connection was not closed";
+  char c;
+  EXPECT_EQ(recv(fd, &c, 1, 0), 0);
+  const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last).count();
+  EXPECT_GE(idle, 900) << "closed before its latest deadline";
+  EXPECT_LE(idle, 2500) << "closed long after its latest deadline";
+  close(fd);
+}
+
 // A connection answered at once (its request was there when it was
 // accepted) never joins the loop; one that must wait does, for the rest of
 // its request, for the socket to take a large reply, or for its next
