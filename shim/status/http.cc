@@ -403,25 +403,6 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
 }
 
 
-namespace {
-
-// The chunk header at the start of `rest` (what Beast left unconsumed):
-// the bytes before its first CR, and whether that CR is a bare one (not
-// followed by LF). After the first chunk Beast reads the CR LF that ends the
-// previous chunk's data as part of the next header.
-struct ChunkHeadScan {
-  size_t before_cr;
-  bool bare_cr;
-};
-ChunkHeadScan scan_chunk_head(std::string_view rest) {
-  if (rest.substr(0, 2) == "\r\n") rest.remove_prefix(2);
-  const size_t cr = rest.find('\r');
-  if (cr == std::string_view::npos) return {rest.size(), false};
-  return {cr, cr + 1 < rest.size() && rest[cr + 1] != '\n'};
-}
-
-}  // namespace
-
 HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
   boost::beast::error_code ec;
   if (!req_.has_body) return Step::Done;
@@ -438,17 +419,8 @@ HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
   }
   const size_t n = p_->p.put(boost::asio::buffer(in.data(), in.size()), ec);
   in.erase(0, n);
-  // A chunk header Beast has not taken (it needs more, or refused it) is
-  // judged here first, by what has come of it, the same way whether it came
-  // whole or in pieces: longer than a header may be before any CR, by its
-  // size and then its length (refuse_partial_chunk); a bare CR, as Beast
-  // answers a whole line with one. Beast itself scans a header that came in
-  // pieces only from where it stopped, and would answer a long one for its
-  // size in pieces but for a bare CR further on when whole.
   if (ec && req_.chunked && !p_->last_chunk) {
-    const ChunkHeadScan h = scan_chunk_head(in);
-    if (h.before_cr > kMaxChunkExtension + 24) return refuse_partial_chunk(in);
-    if (h.bare_cr) return refuse(400, "malformed request body (bad line ending)");
+    if (auto verdict = judge_chunk_head(in)) return *verdict;
   }
   if (ec == bhttp::error::need_more) {
     if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
@@ -475,25 +447,36 @@ HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
   return Step::Done;
 }
 
-// What is left unconsumed is a partial chunk header (Beast consumes chunk
-// data as it comes) longer than a whole one may be. Its size, when its digits
-// are there, is judged first, as Beast does for a whole header, so a
-// too-large chunk is 413 however the bytes were split.
-HttpRequestReader::Step HttpRequestReader::refuse_partial_chunk(std::string_view in) {
-  // After the first chunk, Beast reads the CRLF that ends the previous
+// A chunk header Beast has not taken (it needs more of it, or refused it),
+// judged by what has come of it, the same way whether it came whole or in
+// pieces: Beast scans a header that came in pieces only from where it
+// stopped, and would answer a long one by its size when split but by a bare
+// CR further on when whole. Longer than a header may be before any CR: by
+// its size when its digits are all there (413 for a chunk past the body
+// limit, as Beast answers a whole header), else by its length. A bare CR
+// within the bound: 400, as Beast answers a whole line with one. Otherwise
+// no verdict here.
+std::optional<HttpRequestReader::Step> HttpRequestReader::judge_chunk_head(std::string_view in) {
+  // After the first chunk, Beast reads the CR LF that ends the previous
   // chunk's data as part of the next header.
-  const std::string_view header = std::string_view(in).substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
-  std::uint64_t size = 0;
-  size_t digits = 0;
-  for (; digits < header.size() && digits < 16 && isxdigit(static_cast<unsigned char>(header[digits])); ++digits) {
-    const char c = static_cast<char>(tolower(static_cast<unsigned char>(header[digits])));
-    size = size * 16 + static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  const std::string_view header = in.substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
+  const size_t cr = header.find('\r');
+  if (std::min(cr, header.size()) > kMaxChunkExtension + 24) {
+    std::uint64_t size = 0;
+    size_t digits = 0;
+    for (; digits < header.size() && digits < 16 && hexval(header[digits]) >= 0; ++digits) {
+      size = size * 16 + static_cast<std::uint64_t>(hexval(header[digits]));
+    }
+    if (digits > 0 && digits < header.size() && hexval(header[digits]) < 0 &&
+        (size > limits_.max_body_bytes || p_->chunked_bytes + size > limits_.max_body_bytes)) {
+      return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+    }
+    return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
   }
-  if (digits > 0 && digits < header.size() && !isxdigit(static_cast<unsigned char>(header[digits])) &&
-      p_->chunked_bytes + size > limits_.max_body_bytes) {
-    return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+  if (cr != std::string_view::npos && cr + 1 < header.size() && header[cr + 1] != '\n') {
+    return refuse(400, "malformed request body (bad line ending)");
   }
-  return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+  return std::nullopt;
 }
 
 HttpRequestReader::Step HttpRequestReader::on_head_checked() {

@@ -120,7 +120,7 @@ class HttpRequestReader {
   Step on_head_checked();
   Step feed_head(std::string& in);
   Step feed_body(std::string& in);
-  Step refuse_partial_chunk(std::string_view in);
+  std::optional<Step> judge_chunk_head(std::string_view in);
 
   HttpLimits limits_;
   std::unique_ptr<Parser> p_;

@@ -127,6 +127,11 @@ std::vector<Row> table() {
        post("Transfer-Encoding: chunked\r\n",
             "1\r\n{\r\nfffffffffffffff;a=" + std::string(1000, 'b') + "\rbb;c=d\r\n" + std::string(64, 'x')),
        413, 413, 0, "request body larger"},
+      // The largest size there is (16 hex digits): added to what came
+      // before, it wraps past zero unless compared on its own first.
+      {"second chunk of the largest size, a 4 KiB extension",
+       post("Transfer-Encoding: chunked\r\n", "1\r\n{\r\nffffffffffffffff;a=" + std::string(4096, 'b') + "\r\n"), 413,
+       413, 0, "request body larger"},
       {"a bare CR within a chunk header's bound",
        post("Transfer-Encoding: chunked\r\n", "1\r\n{\r\nfffffffffffffff;a=b\rbb;c=d\r\n" + std::string(64, 'x')), 400,
        400, 0, "bad line ending"},
