@@ -308,22 +308,21 @@ void Plugin::with_deadline(Transport::Responder respond, std::string_view method
 }
 
 void Plugin::dispatch(const pb::RequestView& req, Transport::Responder respond) {
+  auto& work = handlers_.after_reply_;
   handlers_.in_call_ = true;
   try {
     dispatch_call(req, std::move(respond));
   } catch (...) {
     // The transport answers a throw; the work the handler left goes with it.
     handlers_.in_call_ = false;
-    handlers_.after_reply_.clear();
+    work.clear();
     throw;
   }
+  // Out of the call, after_reply() runs its work at once: nothing is added
+  // to `work` while it runs.
   handlers_.in_call_ = false;
-  if (handlers_.after_reply_.empty()) return;
-  std::vector<std::function<void()>> work;
-  work.swap(handlers_.after_reply_);
   for (auto& fn : work) contain("NRI: a handler's work after its reply", fn);
   work.clear();
-  if (handlers_.after_reply_.empty()) handlers_.after_reply_.swap(work);  // keeps the capacity
 }
 
 void Plugin::dispatch_call(const pb::RequestView& req, Transport::Responder respond) {
@@ -438,7 +437,8 @@ CallResult Plugin::dispatch_now(const pb::RequestView& req) {
     pb::PodContainerRequestView r;
     if (auto d = pb::decode_pod_container_request(p, &r, "observed event request"); !d)
       return bad_payload(m, d.error());
-    handlers_.after_reply([this, ev = *e, r] { observe(ev, r.pod, r.container); });
+    observed_ = {*e, r.pod, r.container};
+    handlers_.after_reply([this] { observe(observed_.event, observed_.pod, observed_.container); });
     return empty_reply();
   }
   // ttrpc services.go wording, so the v0.12 runtime's fallback recognises it.
@@ -518,7 +518,8 @@ CallResult Plugin::do_state_change(std::string_view payload) {
   // A pod event's handler takes no container; an event that is not an
   // observed one (or unknown) finds no handler and is ignored. The answer
   // goes first, as for the v0.12 RPCs of these events.
-  handlers_.after_reply([this, ev] { observe(ev.event, ev.pod, ev.container); });
+  observed_ = ev;
+  handlers_.after_reply([this] { observe(observed_.event, observed_.pod, observed_.container); });
   return empty_reply();
 }
 

@@ -304,6 +304,11 @@ class Plugin {
   // An observed-only event, by dedicated RPC or StateChange (the number as
   // sent: any other finds no handler).
   void observe(int32_t event, const pb::PodSandboxView& pod, const pb::ContainerView& ctr);
+  // The observed event whose handler runs after the answer: kept here, not
+  // in the deferred work itself (a few hundred bytes of views, which would
+  // make every observed event allocate). One at a time: the work runs
+  // before the next request is read.
+  pb::StateChangeView observed_;
 
   sd_event* loop_;
   Handlers& handlers_;
