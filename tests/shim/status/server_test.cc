@@ -108,13 +108,20 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(r) << r.error().message;
     return r ? *r : HttpResponse{};
   }
-  // Raw bytes on a fresh connection; returns everything read until close.
-  std::string raw(std::string_view bytes, bool read_reply = true) {
+  // A fresh connection to the status socket (-1, and a failure, if none).
+  int connect_raw() {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     std::strcpy(sa.sun_path, sock.c_str());
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) return fd;
+    ADD_FAILURE() << "connecting to " << sock << ": " << strerror(errno);
+    close(fd);
+    return -1;
+  }
+  // Raw bytes on a fresh connection; returns everything read until close.
+  std::string raw(std::string_view bytes, bool read_reply = true) {
+    int fd = connect_raw();
     timeval tv{30, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -712,11 +719,8 @@ TEST_F(ServerTest, AccessControlFromPeerCredentials) {
 
 TEST_F(ServerTest, DeadlineIsATotalNotAnIdleTimer) {
   start(opts());  // timeout 1 s
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::strcpy(sa.sun_path, sock.c_str());
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  int fd = connect_raw();
+  ASSERT_GE(fd, 0);
   (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
   std::string got;
   // A header line every 200 ms for up to 10 s: an idle timer would never fire.
@@ -742,11 +746,8 @@ TEST_F(ServerTest, DeadlineIsATotalNotAnIdleTimer) {
 // closed. (The waits are the timing under test: 1 s deadlines.)
 TEST_F(ServerTest, AKeptAliveConnectionLivesUntilItsLatestDeadline) {
   start(opts());  // timeout 1 s
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::strcpy(sa.sun_path, sock.c_str());
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  int fd = connect_raw();
+  ASSERT_GE(fd, 0);
   // One request, then its whole reply; "" when the connection was closed.
   auto ask = [&] {
     constexpr std::string_view kReq = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -799,11 +800,8 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
     ASSERT_TRUE(store->update_container("c" + std::to_string(i), [](core::Container& c) {
       c.annotations.set("pad", std::string(16 << 10, 'x'));
     }));
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::strcpy(sa.sun_path, sock.c_str());
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  int fd = connect_raw();
+  ASSERT_GE(fd, 0);
   const std::string get = "GET /v1/containers HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -822,8 +820,8 @@ TEST_F(ServerTest, ConnectionsAnsweredAtOnceOrLaterAllFreeTheirSlots) {
     EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r;
   }
   for (int i = 0; i < 6; ++i) {
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    fd = connect_raw();
+    ASSERT_GE(fd, 0);
     (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     (void)!send(fd, "Host: p\r\nConnection: close\r\n\r\n", 30, MSG_NOSIGNAL);
