@@ -115,14 +115,20 @@ def release(tarball_dir, default):
     return m.group(1), tuple(int(x) for x in m.groups()[1:])
 
 
-def wait_for(pred, timeout, what, step=0.2):
+def wait_for(pred, timeout, what=None, step=0.2):
+    """pred() until it holds or `timeout` s have passed. Running out of time
+    is fatal when `what` names the condition; without it, pred()'s last value
+    is returned (a condition a later check judges)."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    while True:
         v = pred()
         if v:
             return v
+        if time.monotonic() >= end:
+            if what:
+                die(f"timed out after {timeout} s waiting for {what}")
+            return v
         time.sleep(step)
-    die(f"timed out after {timeout} s waiting for {what}")
 
 
 class Cri:
@@ -382,21 +388,12 @@ def cgroup_triple(cg):
     return (read(f"{cg}/cpu.weight"), read(f"{cg}/cpu.max"), read(f"{cg}/memory.max"))
 
 
-def poll(pred, timeout, step=0.1):
-    """pred() until it holds or `timeout` s have passed; its last value."""
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(step)
-
-
 def wait_actual(d, cids, timeout=10):
     """Until podshimd reports actual values for every container of CIDS (read
     from the kernel after the runtime's events or a sync, within a read-back
     period); check_reported() then judges them. Not a failure by itself."""
-    poll(lambda: all(isinstance((d.containers().get(c) or {}).get("actual"), dict) for c in cids), timeout)
+    wait_for(lambda: all(isinstance((d.containers().get(c) or {}).get("actual"), dict) for c in cids), timeout,
+             step=0.1)
 
 
 def check_reported(d, cids, what):
@@ -619,7 +616,7 @@ def podshimd_cell(a, rt, base, summary):
         return cur[0] if cur else {}
     # Learned from the weights runc wrote, read after the runtime's events:
     # waited for (a read-back period at most), then checked.
-    poll(lambda: current_formula().get("source") == "learned", 10)
+    wait_for(lambda: current_formula().get("source") == "learned", 10, step=0.1)
     f = current_formula()
     check(f.get("formula") == want and f.get("source") == "learned",
           f"weight formula learned for {rt.running_runc()}: {f} (want {want})")
