@@ -78,11 +78,12 @@ Family::Family(std::string name, std::string help, Kind kind, std::vector<std::s
       kind_(kind),
       label_names_(std::move(label_names)),
       buckets_(std::move(buckets)) {
-  if (label_names_.empty()) series_.emplace(Labels{}, zero()).first->second.pinned = true;
+  if (label_names_.empty()) series_.emplace(Labels{}, zero(true));
 }
 
-Family::Series Family::zero() const {
+Family::Series Family::zero(bool pinned) const {
   Series s;
+  s.pinned = pinned;
   if (kind_ == Kind::Histogram) s.bucket_counts.assign(buckets_.size(), 0);
   return s;
 }
@@ -132,8 +133,7 @@ void Family::clear() {
   std::lock_guard lk(mu_);
   for (auto it = series_.begin(); it != series_.end();) {
     if (it->second.pinned) {
-      it->second = zero();
-      it->second.pinned = true;
+      it->second = zero(true);
       ++it;
     } else {
       it = series_.erase(it);
@@ -146,8 +146,7 @@ void Family::erase(const Labels& labels) {
   auto it = series_.find(labels);
   if (it == series_.end()) return;
   if (it->second.pinned) {
-    it->second = zero();
-    it->second.pinned = true;
+    it->second = zero(true);
   } else {
     series_.erase(it);
   }

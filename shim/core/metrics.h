@@ -79,7 +79,7 @@ class Family {
     double sum = 0;
     bool pinned = false;  // a preset, or one a Cell points at
   };
-  Series zero() const;
+  Series zero(bool pinned = false) const;
 
   std::string name_, help_;
   Kind kind_;

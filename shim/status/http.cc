@@ -464,8 +464,8 @@ std::optional<HttpRequestReader::Step> HttpRequestReader::judge_chunk_head(std::
   if (std::min(cr, header.size()) > kMaxChunkExtension + 24) {
     std::uint64_t size = 0;
     size_t digits = 0;
-    for (; digits < header.size() && digits < 16 && hexval(header[digits]) >= 0; ++digits) {
-      size = size * 16 + static_cast<std::uint64_t>(hexval(header[digits]));
+    for (int v; digits < header.size() && digits < 16 && (v = hexval(header[digits])) >= 0; ++digits) {
+      size = size * 16 + static_cast<std::uint64_t>(v);
     }
     if (digits > 0 && digits < header.size() && hexval(header[digits]) < 0 &&
         (size > limits_.max_body_bytes || p_->chunked_bytes + size > limits_.max_body_bytes)) {

@@ -94,7 +94,7 @@ struct Server::Impl {
   // taken by the socket, as last counted), summed; guarded by mu.
   size_t watch_bytes = 0;
   // podshim_http_requests_total's series by method and status, found once
-  // (count_metric runs for every request); loop thread only.
+  // (count_request runs for every request); loop thread only.
   std::unordered_map<int, core::Family::Cell> http_cells;
 
   ~Impl();
@@ -184,8 +184,6 @@ void update_events(Conn* c) {
   if (c->io) sd_event_source_set_io_events(c->io, ev);  // else added with `armed` (Impl::accept_next)
 }
 
-void count_metric(Impl* impl, const HttpRequest& r, int status) { impl->count_request(r.method, status); }
-
 // A body up to this size is copied after the head into `out`: one write
 // instead of two iovecs.
 constexpr size_t kCopiedBody = 4096;
@@ -221,7 +219,7 @@ void respond(Conn* c, Reply&& r, bool close) {
   } else {
     c->out += body;
   }
-  count_metric(impl, c->req, r.status);
+  impl->count_request(c->req.method, r.status);
   c->phase = close ? Phase::Closing : Phase::Reply;
   set_deadline(c, impl->opts.timeout);
   // No update_events here: every caller ends in flush(), which writes the
@@ -255,7 +253,7 @@ void start_watch(Conn* c) {
     }
     impl->watchers.insert(c);
   }
-  count_metric(impl, c->req, 200);
+  impl->count_request(c->req.method, 200);
   c->phase = Phase::Watch;
   set_deadline(c, std::nullopt);
   update_events(c);
