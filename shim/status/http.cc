@@ -253,7 +253,7 @@ void HttpRequestReader::reset() {
   req_ = HttpRequest{};
   refusal_ = HttpRefusal{};
   scanned_ = 0;
-  put_off_ = 0;
+  put_off_ = head_end_ = 0;
   started_ = head_done_ = refused_ = false;
 }
 
@@ -302,7 +302,15 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
                                      shown(in.substr(prev, i - prev))));
     }
     if (next == '\r') {
-      scanned_ = SIZE_MAX;  // the empty line ends the head; the rest is body
+      // The empty line that ends the head, once its LF is here; the rest is
+      // body or the next request.
+      if (i + 3 >= in.size()) {
+        scanned_ = i;
+        return Step::More;
+      }
+      if (in[i + 3] != '\n') return refuse(400, "request head has a bare CR");
+      head_end_ = i + 4;
+      scanned_ = SIZE_MAX;
       return Step::More;
     }
     ++i;  // past the LF
@@ -312,6 +320,10 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
 }
 
 namespace {
+
+// Beast's bad_chunk, and a missing CR LF after chunk data found before Beast
+// looks for it: one message for both.
+constexpr std::string_view kBadChunkFraming = "invalid chunk size line or chunk framing";
 
 // The status and message for a head Beast refused, quoting the part of
 // `head` it refused.
@@ -384,13 +396,17 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
     }
     return Step::More;
   }
-  // Beast consumes the request line as soon as it is complete and the
-  // fields only once they all are; `put_off_` remembers what it took, and
-  // `in` keeps the whole head for messages until the head is done.
-  const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, in.size() - put_off_), ec);
+  // Beast gets the head and nothing after it, so what follows the head
+  // cannot change its verdict. It wants eight bytes for a version
+  // (detail/basic_parser.ipp, parse_version), so a short one ("GET / H")
+  // would leave it waiting for bytes that belong to the body or the next
+  // request; and after asking for more it resumes its search for the end of
+  // the head past the head's own CR LF CR LF, so it would never find it. A
+  // whole head it cannot finish is a malformed one.
+  const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, head_end_ - put_off_), ec);
   put_off_ += n;
-  if (ec == bhttp::error::need_more) return Step::More;
-  std::string_view head(in.data(), p_->p.is_header_done() ? put_off_ : in.size());
+  if (ec == bhttp::error::need_more) ec = put_off_ == 0 ? bhttp::error::bad_version : bhttp::error::bad_field;
+  std::string_view head(in.data(), head_end_);
   if (ec) {
     auto [status, message] = head_refusal(ec, head, limits_);
     return refuse(status, std::move(message));
@@ -434,7 +450,7 @@ HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
       return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
     }
     if (ec == bhttp::error::bad_chunk_extension) return refuse(400, "invalid chunk extension");
-    if (ec == bhttp::error::bad_chunk) return refuse(400, "invalid chunk size line or chunk framing");
+    if (ec == bhttp::error::bad_chunk) return refuse(400, std::string(kBadChunkFraming));
     return refuse(400, fmt::format("malformed request body ({})", ec.message()));
   }
   if (!p_->p.is_done()) return Step::More;
@@ -455,11 +471,19 @@ HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
 // its size when its digits are all there (413 for a chunk past the body
 // limit, as Beast answers a whole header), else by its length. A bare CR
 // within the bound: 400, as Beast answers a whole line with one. Otherwise
-// no verdict here.
+// no verdict here. After a chunk, the CR LF that must end its data comes
+// first: without it the framing is wrong (400), whatever follows. Beast
+// checks that only once four bytes are in (basic_parser.ipp,
+// parse_chunk_header), so a long header in one write would otherwise be
+// judged by its size here and the same bytes in pieces by the missing CR LF.
 std::optional<HttpRequestReader::Step> HttpRequestReader::judge_chunk_head(std::string_view in) {
-  // After the first chunk, Beast reads the CR LF that ends the previous
-  // chunk's data as part of the next header.
-  const std::string_view header = in.substr(in.compare(0, 2, "\r\n") == 0 ? 2 : 0);
+  // Every chunk taken so far had a size above zero (the last one ends the
+  // body and is never judged here), so a chunk was taken iff the sum is.
+  const bool after_chunk = p_->chunked_bytes > 0;
+  if (after_chunk && ((!in.empty() && in[0] != '\r') || (in.size() >= 2 && in[1] != '\n'))) {
+    return refuse(400, std::string(kBadChunkFraming));
+  }
+  const std::string_view header = in.substr(after_chunk ? std::min<size_t>(2, in.size()) : 0);
   const size_t cr = header.find('\r');
   if (std::min(cr, header.size()) > kMaxChunkExtension + 24) {
     std::uint64_t size = 0;

@@ -71,6 +71,9 @@ std::vector<Row> table() {
       // Found by the fuzzer: a request line with four fields and a good
       // version at its end once got 505 "HTTP/1.0 is not supported".
       {"four fields, good version", "GET /a /b HTTP/1.1\r\nHost: p\r\n\r\n", 400, 400, 400, "malformed request line"},
+      {"version cut short, then more bytes",
+       "GET /v0/pods/p\xc3\xa9" "18446744073709551615\xe2\x98\x83 H\r\n\r\nTTP/1.0\r\nHost: 65537\r\n\r HTT", 400, 400,
+       400, "malformed request line"},
       {"version without minor", "GET /healthz HTTP/1\r\nHost: p\r\n\r\n", 400, 400, 400},
       {"HTTP/1.0 without Host", "GET /healthz HTTP/1.0\r\n\r\n", 0, 200, 0},
       {"absolute-form target", "GET http://p/healthz HTTP/1.1\r\nHost: p\r\n\r\n", 400, 400, 400, "absolute"},
@@ -132,6 +135,15 @@ std::vector<Row> table() {
       {"second chunk of the largest size, a 4 KiB extension",
        post("Transfer-Encoding: chunked\r\n", "1\r\n{\r\nffffffffffffffff;a=" + std::string(4096, 'b') + "\r\n"), 413,
        413, 0, "request body larger"},
+      // Found by socket-fuzz: chunk data not followed by its CRLF, then a
+      // long header over the limit, was 413 in one write (judged as a long
+      // header) and 400 in pieces (Beast's missing-CRLF check came first).
+      // The missing CRLF decides it, whatever follows.
+      {"chunk data without its CRLF, then a long header over the limit",
+       post("Transfer-Encoding: chunked\r\n", "3\r\n{\r\nfffffffffffffff;a=" + std::string(4096, 'b') + "\r\n"), 400,
+       400, 0, "chunk framing"},
+      {"chunk data without its CRLF, one byte",
+       post("Transfer-Encoding: chunked\r\n", "1\r\n{x\r\n0\r\n\r\n"), 400, 400, 0, "chunk framing"},
       {"a bare CR within a chunk header's bound",
        post("Transfer-Encoding: chunked\r\n", "1\r\n{\r\nfffffffffffffff;a=b\rbb;c=d\r\n" + std::string(64, 'x')), 400,
        400, 0, "bad line ending"},
