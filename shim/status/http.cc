@@ -217,11 +217,10 @@ Result<std::string> canonical_path(std::string_view target) {
 
 struct HttpRequestReader::Parser {
   bhttp::request_parser<bhttp::string_body> p;
-  size_t fields_at_head = 0;
-  bool last_chunk = false;
   std::uint64_t chunked_bytes = 0;  // the sizes of the chunk headers taken so far
   bool body_started = false;  // the body limit is set once, when the body begins
   bool ext_too_long = false;
+  std::uint64_t chunk_left = 0;  // data bytes of the current chunk Beast has yet to take
   // Kept alive across put() calls: Beast stores a reference to the callback.
   std::function<void(std::uint64_t, boost::beast::string_view, boost::beast::error_code&)> on_chunk;
 };
@@ -246,7 +245,15 @@ void HttpRequestReader::reset() {
       ec = bhttp::error::bad_chunk_extension;
       return;
     }
-    if (size == 0) raw->last_chunk = true;
+    // RFC 9112 §7.1.1: a quoted extension value is qdtext and quoted-pairs,
+    // no control bytes; Boost 1.74 does not look inside the quotes.
+    for (char c : ext) {
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) {
+        ec = bhttp::error::bad_chunk_extension;
+        return;
+      }
+    }
+    raw->chunk_left = size;
     raw->chunked_bytes += size;
   };
   p_->p.on_chunk_header(p_->on_chunk);
@@ -264,11 +271,19 @@ HttpRequestReader::Step HttpRequestReader::refuse(int status, std::string messag
 }
 
 // Line ends and NULs in the head, checked as bytes arrive: each verdict needs
-// at most the next byte, so it is the same however the head was split. Only
-// the first max_head_bytes are looked at; past them the head is too large
-// (431) whatever it holds.
+// at most the next three bytes, so it is the same however the head was
+// split. A head ends with its empty line within the first max_head_bytes or
+// is too large (431): a verdict that would need a byte past them is 431,
+// whatever that byte is, so it never depends on whether the byte has come.
 HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in) {
-  const size_t limit = std::min(in.size(), limits_.max_head_bytes);
+  const size_t max = limits_.max_head_bytes;
+  const size_t limit = std::min(in.size(), max);
+  // The verdict on the byte at `i` needs the byte at `k`, not here yet.
+  const auto wait_for = [&](size_t i, size_t k) {
+    if (k >= max) return refuse(431, head_too_large());
+    scanned_ = i;
+    return Step::More;
+  };
   constexpr str::ByteSet kPlain = str::byte_set([](char c) { return c != '\0' && c != '\n' && c != '\r'; });
   for (size_t i = scanned_; i < limit; ++i) {
     const size_t plain = str::find_not_in(in.substr(i, limit - i), kPlain);
@@ -283,18 +298,12 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
     }
     if (c == '\n') return refuse(400, "request head has a bare LF line end; use CRLF");
     if (c != '\r') continue;
-    if (i + 1 >= in.size()) {
-      scanned_ = i;  // the CR's verdict needs the next byte
-      return Step::More;
-    }
+    if (i + 1 >= limit) return wait_for(i, i + 1);
     if (in[i + 1] != '\n') return refuse(400, "request head has a bare CR");
     // A CRLF: the end of the head, or a line that must not start with
     // white space (obs-fold, RFC 9112 §5.2; or white space before the first
     // field, §2.2).
-    if (i + 2 >= in.size()) {
-      scanned_ = i;
-      return Step::More;
-    }
+    if (i + 2 >= limit) return wait_for(i, i + 2);
     const char next = in[i + 2];
     if (next == ' ' || next == '\t') {
       const size_t prev = i == 0 ? 0 : in.rfind('\n', i - 1) == std::string_view::npos ? 0 : in.rfind('\n', i - 1) + 1;
@@ -304,10 +313,7 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
     if (next == '\r') {
       // The empty line that ends the head, once its LF is here; the rest is
       // body or the next request.
-      if (i + 3 >= in.size()) {
-        scanned_ = i;
-        return Step::More;
-      }
+      if (i + 3 >= limit) return wait_for(i, i + 3);
       if (in[i + 3] != '\n') return refuse(400, "request head has a bare CR");
       head_end_ = i + 4;
       scanned_ = SIZE_MAX;
@@ -315,8 +321,13 @@ HttpRequestReader::Step HttpRequestReader::check_head_bytes(std::string_view in)
     }
     ++i;  // past the LF
   }
+  if (limit == max) return refuse(431, head_too_large());
   scanned_ = limit;
   return Step::More;
+}
+
+std::string HttpRequestReader::head_too_large() const {
+  return fmt::format("request head larger than {} bytes", limits_.max_head_bytes);
 }
 
 namespace {
@@ -390,12 +401,7 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
   // a message quoting them would depend on how much had arrived: it gets
   // the head only once the head is whole (the byte checks above still act
   // at once, each on a byte whose verdict no later byte changes).
-  if (scanned_ != SIZE_MAX) {
-    if (in.size() >= limits_.max_head_bytes) {
-      return refuse(431, fmt::format("request head larger than {} bytes", limits_.max_head_bytes));
-    }
-    return Step::More;
-  }
+  if (scanned_ != SIZE_MAX) return Step::More;
   // Beast gets the head and nothing after it, so what follows the head
   // cannot change its verdict. It wants eight bytes for a version
   // (detail/basic_parser.ipp, parse_version), so a short one ("GET / H")
@@ -420,85 +426,114 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
 
 
 HttpRequestReader::Step HttpRequestReader::feed_body(std::string& in) {
-  boost::beast::error_code ec;
   if (!req_.has_body) return Step::Done;
-  if (req_.content_length > limits_.max_body_bytes) {
-    return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
-  }
+  if (req_.content_length > limits_.max_body_bytes) return refuse(413, body_too_large());
   if (!p_->body_started) {
     p_->body_started = true;
     p_->p.body_limit(limits_.max_body_bytes);  // a chunked body counts down from it as it comes
     p_->p.eager(true);
   }
-  if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
-    return refuse(400, "trailer fields after the last chunk are not accepted");
+  if (!req_.chunked) {
+    auto s = put_body(in, in.size());
+    if (s != Step::Done) return s;
+    return p_->p.is_done() ? finish_body() : Step::More;
   }
-  const size_t n = p_->p.put(boost::asio::buffer(in.data(), in.size()), ec);
-  in.erase(0, n);
-  if (ec && req_.chunked && !p_->last_chunk) {
-    if (auto verdict = judge_chunk_head(in)) return *verdict;
-  }
-  if (ec == bhttp::error::need_more) {
-    if (p_->last_chunk && in.size() >= 2 && in.compare(0, 2, "\r\n") != 0) {
-      return refuse(400, "trailer fields after the last chunk are not accepted");
+  // Chunked: Beast is given a chunk's data, or one whole chunk header line,
+  // per call, never a piece of a header. Boost 1.74 misreads a header in
+  // pieces: it looks for a quoted extension's closing quote past the end of
+  // the line (so the verdict depended on what followed) and takes the
+  // chunk's size off the body limit again on every retry; and fed "0\r\n"
+  // then one byte it fails an assertion and aborts (boostorg/beast#2861).
+  for (;;) {
+    if (p_->chunk_left > 0) {
+      if (in.empty()) return Step::More;
+      const size_t want = static_cast<size_t>(std::min<std::uint64_t>(p_->chunk_left, in.size()));
+      const size_t before = in.size();
+      auto s = put_body(in, want);
+      if (s != Step::Done) return s;
+      p_->chunk_left -= before - in.size();
+      continue;
     }
-    return Step::More;
+    size_t line = 0;
+    if (auto verdict = chunk_header_line(in, &line)) return *verdict;
+    const size_t before = in.size();
+    auto s = put_body(in, line);
+    if (s != Step::Done) return s;
+    if (p_->p.is_done()) return finish_body();
+    // A whole line Beast neither took nor refused would loop here forever.
+    if (in.size() == before) return refuse(400, std::string(kBadChunkFraming));
   }
-  if (ec) {
-    if (p_->ext_too_long) return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
-    if (ec == bhttp::error::body_limit) {
-      return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
-    }
-    if (ec == bhttp::error::bad_chunk_extension) return refuse(400, "invalid chunk extension");
-    if (ec == bhttp::error::bad_chunk) return refuse(400, std::string(kBadChunkFraming));
-    return refuse(400, fmt::format("malformed request body ({})", ec.message()));
+}
+
+// Gives Beast the first `n` bytes of `in` and drops what it took. Done: it
+// took them without complaint (whether the body is complete is the
+// caller's question); More: it wants more; else its refusal. A chunk header
+// line is given whole, so Beast wanting more of one means the line is
+// malformed (an extension it could not end).
+HttpRequestReader::Step HttpRequestReader::put_body(std::string& in, size_t n) {
+  boost::beast::error_code ec;
+  const size_t took = p_->p.put(boost::asio::buffer(in.data(), n), ec);
+  in.erase(0, took);
+  if (ec == bhttp::error::need_more && !req_.chunked) return Step::More;
+  if (!ec) return Step::Done;
+  if (p_->ext_too_long) return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+  if (ec == bhttp::error::body_limit) return refuse(413, body_too_large());
+  if (ec == bhttp::error::bad_chunk_extension || ec == bhttp::error::need_more) {
+    return refuse(400, "invalid chunk extension");
   }
-  if (!p_->p.is_done()) return Step::More;
-  // Trailer fields land among the head's fields in Beast.
-  const auto& fields = p_->p.get();
-  if (static_cast<size_t>(std::distance(fields.begin(), fields.end())) != p_->fields_at_head) {
-    return refuse(400, "trailer fields after the last chunk are not accepted");
-  }
+  if (ec == bhttp::error::bad_chunk) return refuse(400, std::string(kBadChunkFraming));
+  return refuse(400, fmt::format("malformed request body ({})", ec.message()));
+}
+
+HttpRequestReader::Step HttpRequestReader::finish_body() {
   req_.body = std::move(p_->p.get().body());
   return Step::Done;
 }
 
-// A chunk header Beast has not taken (it needs more of it, or refused it),
-// judged by what has come of it, the same way whether it came whole or in
-// pieces: Beast scans a header that came in pieces only from where it
-// stopped, and would answer a long one by its size when split but by a bare
-// CR further on when whole. Longer than a header may be before any CR: by
-// its size when its digits are all there (413 for a chunk past the body
-// limit, as Beast answers a whole header), else by its length. A bare CR
-// within the bound: 400, as Beast answers a whole line with one. Otherwise
-// no verdict here. After a chunk, the CR LF that must end its data comes
-// first: without it the framing is wrong (400), whatever follows. Beast
-// checks that only once four bytes are in (basic_parser.ipp,
-// parse_chunk_header), so a long header in one write would otherwise be
-// judged by its size here and the same bytes in pieces by the missing CR LF.
-std::optional<HttpRequestReader::Step> HttpRequestReader::judge_chunk_head(std::string_view in) {
+std::string HttpRequestReader::body_too_large() const {
+  return fmt::format("request body larger than {} bytes", limits_.max_body_bytes);
+}
+
+// The next chunk header at the front of `in`: nullopt and its length in
+// `*line` once it is whole (the CR LF that ends the previous chunk's data,
+// which Beast reads as part of the next header, the line, and for the last
+// chunk the CR LF that ends the body: trailer fields are not accepted), else
+// More or a refusal. Each verdict rests on bytes that are all here however
+// they were split:
+//  - after a chunk, its data must be followed by CR LF (400);
+//  - a line longer than a header may be before its CR: by its size when its
+//    digits are all there (413 for a chunk past the body limit), else by
+//    its length (400);
+//  - a CR not followed by LF: 400.
+std::optional<HttpRequestReader::Step> HttpRequestReader::chunk_header_line(std::string_view in, size_t* line) {
   // Every chunk taken so far had a size above zero (the last one ends the
-  // body and is never judged here), so a chunk was taken iff the sum is.
-  const bool after_chunk = p_->chunked_bytes > 0;
-  if (after_chunk && ((!in.empty() && in[0] != '\r') || (in.size() >= 2 && in[1] != '\n'))) {
+  // body), so a chunk was taken iff the sum is.
+  const size_t lead = p_->chunked_bytes > 0 ? 2 : 0;
+  if (lead && ((!in.empty() && in[0] != '\r') || (in.size() >= 2 && in[1] != '\n'))) {
     return refuse(400, std::string(kBadChunkFraming));
   }
-  const std::string_view header = in.substr(after_chunk ? std::min<size_t>(2, in.size()) : 0);
+  const std::string_view header = in.substr(std::min(lead, in.size()));
   const size_t cr = header.find('\r');
+  std::uint64_t size = 0;
+  size_t digits = 0;
+  for (int v; digits < header.size() && digits < 16 && (v = hexval(header[digits])) >= 0; ++digits) {
+    size = size * 16 + static_cast<std::uint64_t>(v);
+  }
   if (std::min(cr, header.size()) > kMaxChunkExtension + 24) {
-    std::uint64_t size = 0;
-    size_t digits = 0;
-    for (int v; digits < header.size() && digits < 16 && (v = hexval(header[digits])) >= 0; ++digits) {
-      size = size * 16 + static_cast<std::uint64_t>(v);
-    }
     if (digits > 0 && digits < header.size() && hexval(header[digits]) < 0 &&
         (size > limits_.max_body_bytes || p_->chunked_bytes + size > limits_.max_body_bytes)) {
-      return refuse(413, fmt::format("request body larger than {} bytes", limits_.max_body_bytes));
+      return refuse(413, body_too_large());
     }
     return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
   }
-  if (cr != std::string_view::npos && cr + 1 < header.size() && header[cr + 1] != '\n') {
-    return refuse(400, "malformed request body (bad line ending)");
+  if (cr == std::string_view::npos || cr + 1 >= header.size()) return Step::More;
+  if (header[cr + 1] != '\n') return refuse(400, "malformed request body (bad line ending)");
+  *line = lead + cr + 2;
+  // The last chunk: a size of zero (its digits all there, as the CR is).
+  if (digits > 0 && size == 0) {
+    if (in.size() < *line + 2) return Step::More;
+    if (in.compare(*line, 2, "\r\n") != 0) return refuse(400, "trailer fields after the last chunk are not accepted");
+    *line += 2;
   }
   return std::nullopt;
 }
@@ -512,12 +547,11 @@ HttpRequestReader::Step HttpRequestReader::on_head_checked() {
     return refuse(505, fmt::format("HTTP version {}.{} is not supported (use HTTP/1.1)", m.version() / 10,
                                    m.version() % 10));
   }
-  size_t hosts = 0, lengths = 0, encodings = 0, fields = 0;
+  size_t hosts = 0, lengths = 0, encodings = 0;
   std::string_view host, length, encoding, expect;
   // Beast has already matched each name to its registry entry (f.name(),
   // case-insensitively); no name is compared again here.
   for (const auto& f : m) {
-    ++fields;
     const std::string_view value(f.value().data(), f.value().size());
     switch (f.name()) {
       case bhttp::field::host:
@@ -536,7 +570,6 @@ HttpRequestReader::Step HttpRequestReader::on_head_checked() {
       default: break;
     }
   }
-  p_->fields_at_head = fields;
   // Host: one in every HTTP/1.1 request, and a valid one wherever it is sent
   // (RFC 9112 §3.2: "A server MUST respond with a 400 ... to any HTTP/1.1
   // request message that lacks a Host header field and to any request

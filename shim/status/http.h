@@ -117,10 +117,14 @@ class HttpRequestReader {
   struct Parser;
   Step refuse(int status, std::string message);
   Step check_head_bytes(std::string_view in);
+  std::string head_too_large() const;
   Step on_head_checked();
   Step feed_head(std::string& in);
   Step feed_body(std::string& in);
-  std::optional<Step> judge_chunk_head(std::string_view in);
+  Step put_body(std::string& in, size_t n);
+  Step finish_body();
+  std::string body_too_large() const;
+  std::optional<Step> chunk_header_line(std::string_view in, size_t* line);
 
   HttpLimits limits_;
   std::unique_ptr<Parser> p_;
