@@ -260,7 +260,7 @@ void HttpRequestReader::reset() {
   req_ = HttpRequest{};
   refusal_ = HttpRefusal{};
   scanned_ = 0;
-  put_off_ = head_end_ = 0;
+  head_end_ = 0;
   started_ = head_done_ = refused_ = false;
 }
 
@@ -336,16 +336,15 @@ namespace {
 // looks for it: one message for both.
 constexpr std::string_view kBadChunkFraming = "invalid chunk size line or chunk framing";
 
+// A chunk header line (size, extension, CR LF) longer than any accepted.
+std::string chunk_header_too_long() {
+  return fmt::format("chunk header longer than {} bytes", HttpRequestReader::kMaxChunkExtension + 24);
+}
+
 // The status and message for a head Beast refused, quoting the part of
 // `head` it refused.
-std::pair<int, std::string> head_refusal(const boost::system::error_code& ec, std::string_view head,
-                                         const HttpLimits& limits) {
-  if (ec == bhttp::error::header_limit) {
-    return {431, fmt::format("request head larger than {} bytes", limits.max_head_bytes)};
-  }
-  if (ec == bhttp::error::body_limit) {
-    return {413, fmt::format("request body larger than {} bytes", limits.max_body_bytes)};
-  }
+// The size limits are the reader's own (head_too_large, body_too_large).
+std::pair<int, std::string> head_refusal(const boost::system::error_code& ec, std::string_view head) {
   if (ec == bhttp::error::bad_version) {
     std::string_view line = first_line(head);
     std::string_view version = line.substr(std::min(line.size(), line.rfind(' ') + 1));
@@ -409,18 +408,21 @@ HttpRequestReader::Step HttpRequestReader::feed_head(std::string& in) {
   // request; and after asking for more it resumes its search for the end of
   // the head past the head's own CR LF CR LF, so it would never find it. A
   // whole head it cannot finish is a malformed one.
-  const size_t n = p_->p.put(boost::asio::buffer(in.data() + put_off_, head_end_ - put_off_), ec);
-  put_off_ += n;
-  if (ec == bhttp::error::need_more) ec = put_off_ == 0 ? bhttp::error::bad_version : bhttp::error::bad_field;
-  std::string_view head(in.data(), head_end_);
+  const size_t n = p_->p.put(boost::asio::buffer(in.data(), head_end_), ec);
+  if (ec == bhttp::error::need_more) ec = n == 0 ? bhttp::error::bad_version : bhttp::error::bad_field;
+  // Neither limit can trip here (the head is within max_head_bytes, and the
+  // body limit is off until feed_body): mapped so that a change to either
+  // still answers with the reader's own message.
+  if (ec == bhttp::error::header_limit) return refuse(431, head_too_large());
+  if (ec == bhttp::error::body_limit) return refuse(413, body_too_large());
   if (ec) {
-    auto [status, message] = head_refusal(ec, head, limits_);
+    auto [status, message] = head_refusal(ec, std::string_view(in.data(), head_end_));
     return refuse(status, std::move(message));
   }
   // The head is complete: n bytes of `in`.
   head_done_ = true;
   Step s = on_head_checked();
-  in.erase(0, put_off_);
+  in.erase(0, n);
   return s;
 }
 
@@ -476,7 +478,7 @@ HttpRequestReader::Step HttpRequestReader::put_body(std::string& in, size_t n) {
   in.erase(0, took);
   if (ec == bhttp::error::need_more && !req_.chunked) return Step::More;
   if (!ec) return Step::Done;
-  if (p_->ext_too_long) return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+  if (p_->ext_too_long) return refuse(400, chunk_header_too_long());
   if (ec == bhttp::error::body_limit) return refuse(413, body_too_large());
   if (ec == bhttp::error::bad_chunk_extension || ec == bhttp::error::need_more) {
     return refuse(400, "invalid chunk extension");
@@ -524,7 +526,7 @@ std::optional<HttpRequestReader::Step> HttpRequestReader::chunk_header_line(std:
         (size > limits_.max_body_bytes || p_->chunked_bytes + size > limits_.max_body_bytes)) {
       return refuse(413, body_too_large());
     }
-    return refuse(400, fmt::format("chunk header longer than {} bytes", kMaxChunkExtension + 24));
+    return refuse(400, chunk_header_too_long());
   }
   if (cr == std::string_view::npos || cr + 1 >= header.size()) return Step::More;
   if (header[cr + 1] != '\n') return refuse(400, "malformed request body (bad line ending)");

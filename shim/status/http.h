@@ -132,7 +132,6 @@ class HttpRequestReader {
   HttpRefusal refusal_;
   size_t scanned_ = 0;  // head bytes already checked for line ends
   size_t head_end_ = 0;  // where the head ends (past its empty line), once scanned_ found it
-  size_t put_off_ = 0;   // head bytes Beast has consumed
   bool started_ = false;
   bool head_done_ = false;
   bool refused_ = false;
