@@ -161,10 +161,17 @@ struct Origin {
   // value; a runtime's write comes after podshim answers, and is read at its
   // PostUpdateContainer (shim/adapter).
   bool reads_back = true;
+  // The runtime waits on the answer to write the values itself, and needs
+  // only the verdict: it is sent as soon as the actuation has answered, and
+  // what podshim records of the resize (store, metrics, log) follows it.
+  // Nothing can see the state in between: the loop reads no other request
+  // until the recording is done. A request to the API is answered after it,
+  // so that the answer describes what is stored.
+  bool answers_first = false;
 
   static Origin of(IntentSource s) {
     const bool api = s == IntentSource::Api;
-    return Origin{api, api};
+    return Origin{api, api, !api};
   }
 };
 
@@ -199,6 +206,7 @@ struct ResizeManager::Flight {
   // Set while the actuator runs inside submit(): a completion then has the
   // items' state in hand and stores each container once.
   bool inline_phase = false, finished = false;
+  bool answered = false;  // done() has been called
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> actuation_start;  // when the actuator was called
   int64_t now = now_unix_ms();
@@ -284,6 +292,15 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
 void ResizeManager::reject(Flight& f, Error e) {
   Result<ResizeResult> r = Unexpected(std::move(e));
   record(f, r);
+  f.answered = true;
+  f.done(std::move(r));
+}
+
+void ResizeManager::answer(Flight& f, ResizeOutcome o, std::string msg) {
+  ResizeResult r = f.result;
+  r.outcome = o;
+  r.message = std::move(msg);
+  f.answered = true;
   f.done(std::move(r));
 }
 
@@ -292,6 +309,8 @@ void ResizeManager::conclude(Flight& f, ResizeOutcome o, std::string msg) {
   f.result.message = std::move(msg);
   Result<ResizeResult> r = f.result;
   record(f, r);
+  if (f.answered) return;  // in finish(), before the record (Origin::answers_first)
+  f.answered = true;
   f.done(std::move(r));
 }
 
@@ -632,6 +651,15 @@ void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
   f->finished = true;
+  if (f->origin.answers_first) {
+    if (!rep) {
+      answer(*f, ResizeOutcome::Error, rep.error().message);
+    } else {
+      f->result.report = *rep;
+      auto [o, msg] = applied_outcome(*f, *rep);
+      answer(*f, o, std::move(msg));
+    }
+  }
   if (on_actuation_ && f->actuation_start) report_actuation(*f, rep);
   if (!f->inline_phase) {  // it was counted as running when submit() returned
     for (const auto& it : f->items) {
@@ -730,13 +758,8 @@ void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
   // memory.events over the operation and its settle period: a kill makes the
   // outcome AppliedWithOomKill. They count nothing: kills are counted where a
   // container's oom_kill is read (set_actual, shim/core/oom_kills.h).
-  std::string kills;
-  for (const auto& [id, ev] : rep.events)
-    if (ev.oom_kill) kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
-  const std::string kill_msg =
-      kills.empty() ? std::string()
-                    : fmt::format("resize applied, but the kernel OOM-killed during it (memory.events oom_kill: {})",
-                                  kills);
+  auto [outcome, msg] = applied_outcome(f, rep);
+  const std::string kill_msg = outcome == ResizeOutcome::AppliedWithOomKill ? msg : std::string();
   const int64_t now = now_unix_ms();
   for (auto& it : f.items) {
     if (!it.actuated) continue;
@@ -768,12 +791,21 @@ void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
     // ENOENT: the pod was removed while it resized; nothing to record.
     if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f.pod_uid, stored.error().message);
   }
-  if (!kill_msg.empty()) return conclude(f, ResizeOutcome::AppliedWithOomKill, kill_msg);
+  conclude(f, outcome, std::move(msg));
+}
+
+std::pair<ResizeOutcome, std::string> ResizeManager::applied_outcome(const Flight& f,
+                                                                    const cgroup::ResizeReport& rep) const {
+  std::string kills;
+  for (const auto& [id, ev] : rep.events)
+    if (ev.oom_kill) kills += fmt::format("{}{} in {}", kills.empty() ? "" : ", ", ev.oom_kill, id);
+  if (!kills.empty())
+    return {ResizeOutcome::AppliedWithOomKill,
+            fmt::format("resize applied, but the kernel OOM-killed during it (memory.events oom_kill: {})", kills)};
   if (f.any_restart)
-    return conclude(f, ResizeOutcome::RestartRequired,
-                    "resize requires a container restart; podshim does not restart containers");
-  if (f.joins_running && !f.any_change) return conclude(f, ResizeOutcome::InProgress, kInProgressMessage);
-  conclude(f, f.any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged, {});
+    return {ResizeOutcome::RestartRequired, "resize requires a container restart; podshim does not restart containers"};
+  if (f.joins_running && !f.any_change) return {ResizeOutcome::InProgress, kInProgressMessage};
+  return {f.any_change ? ResizeOutcome::Applied : ResizeOutcome::Unchanged, {}};
 }
 
 // What a cgroup holds after the actuation: the engine's own read at the end

@@ -201,7 +201,11 @@ class ResizeManager {
   void finish_failed(Flight& f, const Error& e);
   void finish_applied(Flight& f, const cgroup::ResizeReport& rep);
   void reject(Flight& f, Error e);
+  // answer() calls done() with an outcome; conclude() records the outcome
+  // and calls done() unless answer() has.
+  void answer(Flight& f, ResizeOutcome o, std::string msg);
   void conclude(Flight& f, ResizeOutcome o, std::string msg);
+  std::pair<ResizeOutcome, std::string> applied_outcome(const Flight& f, const cgroup::ResizeReport& rep) const;
   void set_pending(Flight& f, const Pending& p);
   void store_item(Item& it);
   void change_item(Flight& f, Item& it, const std::function<void(Container&)>& fn);

@@ -356,15 +356,21 @@ TEST_F(ResizeTest, RefusalsAreCountedByWhyAndPressureSeenIsObserved) {
   EXPECT_EQ(metrics.shrinks_refused.value({}), 1);
 }
 
-TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {
-  // The kubelet admitted it: no Infeasible for "more than the node has".
+// The runtime's UpdateContainer of c1 (pod p1) with `r`.
+ResizeIntent runtime_update_of_c1(const K8sResources& r) {
   ResizeIntent in;
   in.source = IntentSource::NriUpdateContainer;
   in.pod_uid = "p1";
   ContainerResize cr;
   cr.container_id = "c1";
-  cr.resources = {250, 500, 2048 * Mi, 2048 * Mi};
+  cr.resources = r;
   in.containers = {cr};
+  return in;
+}
+
+TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {
+  // The kubelet admitted it: no Infeasible for "more than the node has".
+  ResizeIntent in = runtime_update_of_c1({250, 500, 2048 * Mi, 2048 * Mi});
   std::optional<Result<ResizeResult>> got;
   mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
   ASSERT_TRUE(got && *got);
@@ -378,14 +384,51 @@ TEST_F(ResizeTest, RuntimeIntentsAreOnlyValidatedThenGoTheSameWay) {
   EXPECT_EQ(c.generation, 1);
   EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
   // But an invalid one is refused before anything is recorded.
-  cr.resources = {900, 500, std::nullopt, std::nullopt};
-  in.containers = {cr};
+  in = runtime_update_of_c1({900, 500, std::nullopt, std::nullopt});
   got.reset();
   mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
   ASSERT_TRUE(got);
   ASSERT_FALSE(*got);
   EXPECT_EQ(got->error().code, EINVAL);
   EXPECT_EQ(act.calls.size(), 1u);
+}
+
+// The runtime waits on its answer to write the values: it gets the verdict
+// before podshim records the resize, once; the store and the metrics have it
+// by the time submit() returns. An API client is answered after the record,
+// so that what it is told is what a read finds.
+TEST_F(ResizeTest, TheRuntimeIsAnsweredBeforeTheRecordAndTheApiAfterIt) {
+  const int64_t before = *c1().allocated.memory_limit_bytes;
+  ResizeIntent in = runtime_update_of_c1({250, 500, 2048 * Mi, 2048 * Mi});
+  int answers = 0;
+  std::optional<int64_t> seen;
+  double counted = -1;
+  mgr->submit(in, [&](Result<ResizeResult> r) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, ResizeOutcome::Applied);
+    answers++;
+    seen = c1().allocated.memory_limit_bytes;
+    counted = metrics.resize_requests.value({{"result", "applied"}});
+  });
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(seen, before);
+  EXPECT_EQ(counted, 0);
+  EXPECT_EQ(c1().allocated.memory_limit_bytes, 2048 * Mi);
+  EXPECT_EQ(c1().last_outcome, "applied");
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "applied"}}), 1);
+
+  in.source = IntentSource::Api;
+  in.containers[0].resources = {250, 500, 1024 * Mi, 1024 * Mi};
+  answers = 0;
+  mgr->submit(in, [&](Result<ResizeResult> r) {
+    ASSERT_TRUE(r);
+    answers++;
+    seen = c1().allocated.memory_limit_bytes;
+    counted = metrics.resize_requests.value({{"result", "applied"}});
+  });
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(seen, 1024 * Mi);
+  EXPECT_EQ(counted, 2);
 }
 
 TEST_F(ResizeTest, ActuationThatCompletesLaterIsInProgressThenRecordedOnce) {
@@ -500,21 +543,26 @@ TEST_F(ResizeTest, ARefusedShrinkIsAnErrorNotInProgressAndTheKernelKeepsTheOldVa
 }
 
 // The runtime's own update (NRI) refused: the same error state, and the
-// runtime's values before it are what the kernel keeps.
+// runtime's values before it are what the kernel keeps. The runtime has its
+// answer once, before the error state is recorded.
 TEST_F(ResizeTest, ARefusedRuntimeShrinkIsAnError) {
   act.refusal = cgroup::ShrinkRefusal{};
-  ResizeIntent in;
-  in.source = IntentSource::NriUpdateContainer;
-  in.pod_uid = "p1";
-  ContainerResize cr;
-  cr.container_id = "c1";
-  cr.resources = K8sResources{250, 500, 16 * Mi, 32 * Mi};
-  in.containers = {cr};
+  ResizeIntent in = runtime_update_of_c1({250, 500, 16 * Mi, 32 * Mi});
   std::optional<Result<ResizeResult>> got;
-  mgr->submit(in, [&](Result<ResizeResult> r) { got = std::move(r); });
+  int answers = 0;
+  std::string outcome_at_answer;
+  mgr->submit(in, [&](Result<ResizeResult> r) {
+    got = std::move(r);
+    answers++;
+    outcome_at_answer = c1().last_outcome;
+  });
   ASSERT_TRUE(got && *got);
   EXPECT_EQ((*got)->outcome, ResizeOutcome::Error);
+  EXPECT_EQ(answers, 1);
+  EXPECT_NE(outcome_at_answer, "error");
+  EXPECT_EQ(metrics.resize_requests.value({{"result", "error"}}), 1);
   auto c = c1();
+  EXPECT_EQ(c.last_outcome, "error");
   ASSERT_TRUE(c.conditions.in_progress);
   EXPECT_EQ(c.conditions.in_progress->reason, "Error");
   ASSERT_TRUE(c.actuated);
