@@ -206,7 +206,7 @@ struct ResizeManager::Flight {
   // Set while the actuator runs inside submit(): a completion then has the
   // items' state in hand and stores each container once.
   bool inline_phase = false, finished = false;
-  bool answered = false;  // done() has been called
+  bool answered = false;  // answer() has called done(), before the record
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> actuation_start;  // when the actuator was called
   int64_t now = now_unix_ms();
@@ -254,7 +254,10 @@ Result<ResizeResult> ResizeManager::resize_pod(const PodResize& req) {
   return sync_submit(std::move(in));
 }
 
-void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
+// The outcome recorded is the flight's result, or `refused` for a request
+// refused before anything was decided.
+void ResizeManager::record(const Flight& f, const Error* refused) {
+  const ResizeResult* r = refused ? nullptr : &f.result;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.start).count();
   if (metrics_) {
     metrics_->resize_requests.inc({{"result", r ? std::string(to_string(r->outcome)) : "invalid"}});
@@ -268,7 +271,7 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
   // level (notice) an applied resize logs nothing, so build nothing.
   if (!log::enabled(level)) return;
   const std::string outcome = r ? std::string(to_string(r->outcome)) : "invalid";
-  const std::string reason = r ? r->message : r.error().message;
+  const std::string& reason = r ? r->message : refused->message;
   const uint64_t reclaimed = r ? r->report.bytes_reclaimed : 0;
   const auto ms = static_cast<int64_t>(secs * 1000);
   std::string seen;
@@ -290,28 +293,21 @@ void ResizeManager::record(const Flight& f, const Result<ResizeResult>& r) {
 }
 
 void ResizeManager::reject(Flight& f, Error e) {
-  Result<ResizeResult> r = Unexpected(std::move(e));
-  record(f, r);
-  f.answered = true;
-  f.done(std::move(r));
+  record(f, &e);
+  f.done(Unexpected(std::move(e)));
 }
 
-void ResizeManager::answer(Flight& f, ResizeOutcome o, std::string msg) {
-  ResizeResult r = f.result;
-  r.outcome = o;
-  r.message = std::move(msg);
+// Before the record (Origin::answers_first): the result is copied, the
+// record reads it after.
+void ResizeManager::answer(Flight& f) {
   f.answered = true;
-  f.done(std::move(r));
+  f.done(f.result);
 }
 
-void ResizeManager::conclude(Flight& f, ResizeOutcome o, std::string msg) {
-  f.result.outcome = o;
-  f.result.message = std::move(msg);
-  Result<ResizeResult> r = f.result;
-  record(f, r);
-  if (f.answered) return;  // in finish(), before the record (Origin::answers_first)
-  f.answered = true;
-  f.done(std::move(r));
+void ResizeManager::conclude(Flight& f) {
+  record(f, nullptr);
+  if (f.answered) return;  // in finish(), before the record
+  f.done(std::move(f.result));  // nothing reads the flight's result after
 }
 
 void ResizeManager::set_pending(Flight& f, const Pending& p) {
@@ -338,8 +334,9 @@ void ResizeManager::submit(ResizeIntent intent, Done done) {
     if (!verdict) return reject(*f, std::move(verdict).error());
     if (*verdict) {
       set_pending(*f, **verdict);
-      return conclude(*f, (*verdict)->reason == kReasonDeferred ? ResizeOutcome::Deferred : ResizeOutcome::Infeasible,
-                      (*verdict)->message);
+      f->result.outcome = (*verdict)->reason == kReasonDeferred ? ResizeOutcome::Deferred : ResizeOutcome::Infeasible;
+      f->result.message = (*verdict)->message;
+      return conclude(*f);
     }
   } else if (intent.pod_resources) {
     f->new_total = *intent.pod_resources;
@@ -651,15 +648,15 @@ void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
 
 void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeReport> rep) {
   f->finished = true;
-  if (f->origin.answers_first) {
-    if (!rep) {
-      answer(*f, ResizeOutcome::Error, rep.error().message);
-    } else {
-      f->result.report = *rep;
-      auto [o, msg] = applied_outcome(*f, *rep);
-      answer(*f, o, std::move(msg));
-    }
+  // The outcome, decided once: the answer and the record both read it.
+  if (rep) {
+    f->result.report = *rep;
+    std::tie(f->result.outcome, f->result.message) = applied_outcome(*f, *rep);
+  } else {
+    f->result.outcome = ResizeOutcome::Error;
+    f->result.message = rep.error().message;
   }
+  if (f->origin.answers_first) answer(*f);
   if (on_actuation_ && f->actuation_start) report_actuation(*f, rep);
   if (!f->inline_phase) {  // it was counted as running when submit() returned
     for (const auto& it : f->items) {
@@ -740,7 +737,7 @@ void ResizeManager::finish_failed(Flight& f, const Error& e) {
       c.last_outcome = "error";
     });
   }
-  conclude(f, ResizeOutcome::Error, e.message);
+  conclude(f);
 }
 
 // PSI avg10 is a percent; the metric is a ratio (base unit).
@@ -750,7 +747,6 @@ void ResizeManager::observe_pressure(double some_avg10, double full_avg10) {
 }
 
 void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
-  f.result.report = rep;
   if (metrics_ && rep.bytes_reclaimed) metrics_->bytes_reclaimed.inc({}, static_cast<double>(rep.bytes_reclaimed));
   // A staged shrink watched the cgroup under its clamp: what it saw.
   if (metrics_ && (rep.psi_some_avg10 > 0 || rep.psi_full_avg10 > 0 || rep.bytes_reclaimed))
@@ -758,8 +754,8 @@ void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
   // memory.events over the operation and its settle period: a kill makes the
   // outcome AppliedWithOomKill. They count nothing: kills are counted where a
   // container's oom_kill is read (set_actual, shim/core/oom_kills.h).
-  auto [outcome, msg] = applied_outcome(f, rep);
-  const std::string kill_msg = outcome == ResizeOutcome::AppliedWithOomKill ? msg : std::string();
+  const bool killed = f.result.outcome == ResizeOutcome::AppliedWithOomKill;
+  const std::string& kill_msg = f.result.message;
   const int64_t now = now_unix_ms();
   for (auto& it : f.items) {
     if (!it.actuated) continue;
@@ -768,7 +764,7 @@ void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
     change_item(f, it, [&](Container& c) {
       c.allocated = it.next;
       c.actuated.reset();  // the kernel has the allocated values now
-      if (kill_msg.empty()) {
+      if (!killed) {
         c.conditions.in_progress.reset();
         c.last_error.clear();
         c.last_outcome = f.any_restart ? "restart_required" : "applied";
@@ -791,7 +787,7 @@ void ResizeManager::finish_applied(Flight& f, const cgroup::ResizeReport& rep) {
     // ENOENT: the pod was removed while it resized; nothing to record.
     if (!stored && stored.error().code != ENOENT) log::warn("storing pod {}: {}", f.pod_uid, stored.error().message);
   }
-  conclude(f, outcome, std::move(msg));
+  conclude(f);
 }
 
 std::pair<ResizeOutcome, std::string> ResizeManager::applied_outcome(const Flight& f,

@@ -201,10 +201,10 @@ class ResizeManager {
   void finish_failed(Flight& f, const Error& e);
   void finish_applied(Flight& f, const cgroup::ResizeReport& rep);
   void reject(Flight& f, Error e);
-  // answer() calls done() with an outcome; conclude() records the outcome
-  // and calls done() unless answer() has.
-  void answer(Flight& f, ResizeOutcome o, std::string msg);
-  void conclude(Flight& f, ResizeOutcome o, std::string msg);
+  // The flight's result holds the outcome. answer() calls done() with it;
+  // conclude() records it and calls done() unless answer() has.
+  void answer(Flight& f);
+  void conclude(Flight& f);
   std::pair<ResizeOutcome, std::string> applied_outcome(const Flight& f, const cgroup::ResizeReport& rep) const;
   void set_pending(Flight& f, const Pending& p);
   void store_item(Item& it);
@@ -212,7 +212,7 @@ class ResizeManager {
   std::optional<cgroup::Actual> read_after(const cgroup::ResizeReport& rep, const std::string& key,
                                            const std::string& cgroup_path);
   void observe_pressure(double some_avg10, double full_avg10);
-  void record(const Flight& f, const Result<ResizeResult>& r);
+  void record(const Flight& f, const Error* refused);
 
   // What `c` is allocated once the actuations still running for it have
   // completed: the last one's target, else its stored allocated values.
