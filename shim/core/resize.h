@@ -190,6 +190,7 @@ class ResizeManager {
   PodView pod_view(const Flight& f) const;
   Result<std::optional<Pending>> check_shape(const Flight& f, const PodView& v) const;
   Result<std::optional<Pending>> check_capacity(const Flight& f, const K8sResources& old_total) const;
+  Store::Requests others_requests(const Flight& f) const;
   Result<Actuation> allocate(Flight& f);
   Result<std::optional<cgroup::ResizeTarget>> allocate_container(Flight& f, Item& it);
   void launch(const std::shared_ptr<Flight>& f, Actuation act);
@@ -234,9 +235,6 @@ class ResizeManager {
     int count = 0;
   };
   std::unordered_map<std::string, Running> running_;  // by container id: looked up for every container of a resized pod
-  // The running targets' effective requests, summed (check_capacity's bound).
-  Store::Requests running_requests_;
-  void set_running_target(Running& r, const K8sResources& target);
 };
 
 }  // namespace podshim::core

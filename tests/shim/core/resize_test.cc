@@ -195,10 +195,26 @@ TEST_F(ResizeTest, DeferredWhenOthersHoldTheRoomThenRetried) {
   EXPECT_EQ(c.generation, 1);  // a retry is not a new generation
 }
 
+// What the pod's own containers hold is not "used by others": c1 (64Mi) to
+// 460Mi fits next to other's 512Mi on a 1024Mi node, also while c1's own
+// earlier increase is still running.
+TEST_F(ResizeTest, ThePodsOwnContainersDoNotCountAgainstItsIncrease) {
+  act.hold = true;
+  auto up = resize({std::nullopt, std::nullopt, 300 * Mi, 512 * Mi});  // running
+  ASSERT_TRUE(up) << up.error().message;
+  EXPECT_EQ(up->outcome, ResizeOutcome::InProgress);
+  auto r = resize({std::nullopt, std::nullopt, 460 * Mi, 512 * Mi});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_NE(r->outcome, ResizeOutcome::Deferred) << r->message;
+  act.hold = false;
+  act.complete();
+  EXPECT_EQ(c1().allocated.memory_request_bytes, 460 * Mi);
+}
+
 // While c1's increase runs, its target is what it holds: another pod's
 // increase that would fit next to c1's allocation before, but not next to
-// its target, waits. Without the running target in the sum kept for the
-// bound (ResizeManager::running_requests_), it would be admitted.
+// its target, waits. Without the running target in place of c1's allocated
+// values (ResizeManager::others_requests), it would be admitted.
 TEST_F(ResizeTest, ARunningIncreaseCountsAgainstAnotherPodsIncrease) {
   // Node 1024Mi: c1 64Mi, other 512Mi, small 16Mi.
   add("small", "p3", {100, std::nullopt, 16 * Mi, std::nullopt});
