@@ -532,6 +532,14 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::check_capacity(cons
   }
   // Decreases are always admitted.
   if (cpu_need <= effective_cpu_request(old_total) && mem_need <= effective_memory_request(old_total)) return std::optional<Pending>{};
+  // What the others hold is at most every container's allocated requests
+  // plus every running actuation's target (both kept as sums): when the
+  // increase fits next to that, it fits, at no cost per container or per
+  // running actuation (while shrinks settle, hundreds run at once).
+  const Store::Requests all = store_.allocated_requests();
+  if (all.cpu_milli + running_requests_.cpu_milli + cpu_need <= allocatable_.cpu_milli &&
+      all.memory_bytes + running_requests_.memory_bytes + mem_need <= allocatable_.memory_bytes)
+    return std::optional<Pending>{};
   // An increase that does not fit next to what the other pods hold (their
   // allocated requests, or a running actuation's target) waits.
   const Store::Requests others = others_requests(f);
@@ -650,7 +658,7 @@ void ResizeManager::launch(const std::shared_ptr<Flight>& f, Actuation act) {
     Container stored = it.c;
     if (it.actuated) {
       Running& r = running_[it.c.id];
-      r.target = it.next;
+      set_running_target(r, it.next);
       r.count++;
       // Allocated when the actuation has run (it sees the values before).
       stored.allocated = it.before;
@@ -679,7 +687,10 @@ void ResizeManager::finish(std::shared_ptr<Flight> f, Result<cgroup::ResizeRepor
     for (const auto& it : f->items) {
       if (!it.actuated) continue;
       auto r = running_.find(it.c.id);
-      if (r != running_.end() && --r->second.count <= 0) running_.erase(r);
+      if (r != running_.end() && --r->second.count <= 0) {
+        set_running_target(r->second, {});
+        running_.erase(r);
+      }
     }
   } else {
     // The containers not actuated are stored as admitted.
@@ -825,6 +836,12 @@ std::optional<cgroup::Actual> ResizeManager::read_after(const cgroup::ResizeRepo
   if (auto w = rep.after.find(key); w != rep.after.end()) return w->second;
   if (auto a = actuator_.read_actual(cgroup_path)) return *a;
   return std::nullopt;
+}
+
+void ResizeManager::set_running_target(Running& r, const K8sResources& target) {
+  running_requests_.cpu_milli += effective_cpu_request(target) - effective_cpu_request(r.target);
+  running_requests_.memory_bytes += effective_memory_request(target) - effective_memory_request(r.target);
+  r.target = target;
 }
 
 const K8sResources& ResizeManager::allocation(const Container& c) const {

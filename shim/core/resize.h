@@ -235,6 +235,9 @@ class ResizeManager {
     int count = 0;
   };
   std::unordered_map<std::string, Running> running_;  // by container id: looked up for every container of a resized pod
+  // The running targets' effective requests, summed (check_capacity's bound).
+  Store::Requests running_requests_;
+  void set_running_target(Running& r, const K8sResources& target);
 };
 
 }  // namespace podshim::core
