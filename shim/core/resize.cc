@@ -136,7 +136,7 @@ struct ResizeManager::Item {
 
 struct ResizeManager::PodView {
   std::vector<K8sResources> before, after;  // each container's allocation
-  std::vector<NamedResources> named;        // after, by container name
+  std::vector<NamedResources> named;        // after, by container name: only when pod-level values are checked
 };
 
 struct ResizeManager::Pending {
@@ -418,26 +418,39 @@ void ResizeManager::new_generation(const ResizeIntent& intent, Flight& f) {
   }
 }
 
+// What the apiserver refuses for pod-level resources (a container limit
+// above the pod's, requests adding up to more than the pod's) is an invalid
+// request (Kubernetes pkg/apis/core/validation/validation.go), refused
+// before anything is recorded. A pod learned over NRI carries the runtime's
+// sandbox totals (CRI LinuxPodSandboxConfig.resources, "the sum of
+// container resources"), not necessarily a pod-level spec: only pod-level
+// values podshim was given are validated as such. Nothing to check when no
+// pod-level value is set (validate_pod_level).
+bool ResizeManager::checks_pod_level(const Flight& f) {
+  return f.pod && (f.pod->source != Source::Nri || f.pod_resources_given) && has_pod_level(f.pod_level);
+}
+
 // The pod as it is and as it would be: the siblings keep what they are
 // allocated. Only what admission reads of each sibling, not a copy of every
-// container of the pod (its conditions, annotations, actual values).
+// container of the pod (its conditions, annotations, actual values), and
+// the names only when pod-level values are checked.
 ResizeManager::PodView ResizeManager::pod_view(const Flight& f) const {
   PodView v;
+  const bool names = checks_pod_level(f);
+  auto add = [&](const K8sResources& before, const K8sResources& after, const std::string& name) {
+    v.before.push_back(before);
+    v.after.push_back(after);
+    if (names) v.named.push_back({name, after});
+  };
   if (!f.pod_uid.empty()) {
     store_.for_each_container_of(f.pod_uid, [&](const Container& s) {
-      v.before.push_back(allocation(s));
+      const K8sResources& before = allocation(s);
       auto fi = std::find_if(f.items.begin(), f.items.end(), [&](const Item& i) { return i.c.id == s.id; });
-      v.after.push_back(fi != f.items.end() ? fi->next : v.before.back());
-      v.named.push_back({s.name.empty() ? s.id : s.name, v.after.back()});
+      add(before, fi != f.items.end() ? fi->next : before, s.name.empty() ? s.id : s.name);
     });
   }
-  if (v.before.empty()) {
-    for (const auto& it : f.items) {
-      v.before.push_back(it.c.allocated);
-      v.after.push_back(it.next);
-      v.named.push_back({it.c.name.empty() ? it.c.id : it.c.name, it.next});
-    }
-  }
+  if (v.before.empty())
+    for (const auto& it : f.items) add(it.c.allocated, it.next, it.c.name.empty() ? it.c.id : it.c.name);
   return v;
 }
 
@@ -460,15 +473,7 @@ Result<std::optional<ResizeManager::Pending>> ResizeManager::admit(Flight& f) {
 }
 
 Result<std::optional<ResizeManager::Pending>> ResizeManager::check_shape(const Flight& f, const PodView& v) const {
-  // What the apiserver refuses for pod-level resources (a container limit
-  // above the pod's, requests adding up to more than the pod's) is an invalid
-  // request (Kubernetes pkg/apis/core/validation/validation.go), refused
-  // before anything is recorded. A pod learned over NRI carries the runtime's
-  // sandbox totals (CRI LinuxPodSandboxConfig.resources, "the sum of
-  // container resources"), not necessarily a pod-level spec: only pod-level
-  // values podshim was given are validated as such.
-  if (f.pod && (f.pod->source != Source::Nri || f.pod_resources_given))
-    PODSHIM_TRY(validate_pod_level(f.pod_level, v.named));
+  if (checks_pod_level(f)) PODSHIM_TRY(validate_pod_level(f.pod_level, v.named));
   for (const auto& it : f.items) {
     if (it.removes)
       return Pending{kReasonInfeasible,

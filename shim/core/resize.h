@@ -188,6 +188,7 @@ class ResizeManager {
   void new_generation(const ResizeIntent& intent, Flight& f);
   Result<std::optional<Pending>> admit(Flight& f);
   PodView pod_view(const Flight& f) const;
+  static bool checks_pod_level(const Flight& f);
   Result<std::optional<Pending>> check_shape(const Flight& f, const PodView& v) const;
   Result<std::optional<Pending>> check_capacity(const Flight& f, const K8sResources& old_total) const;
   Store::Requests others_requests(const Flight& f) const;
